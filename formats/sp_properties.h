@@ -1,0 +1,60 @@
+/*
+ * sp_properties.h - decode the V4+ `_metadata` trailer: a Java-serialized
+ * org.apache.flink.runtime.checkpoint.CheckpointProperties (Flink 1.16 - 2.3),
+ * for display only.  The trailer itself is always kept as opaque bytes in
+ * sp_metadata_t; this decoder never changes it.  Pure, no I/O.
+ *
+ * Layout: shared/spec/metadata-format.md section 7 (Java Object
+ * Serialization Stream Protocol, version 5).
+ */
+#ifndef SP_PROPERTIES_H
+#define SP_PROPERTIES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sp_error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Snapshot kind recorded in the trailer. */
+typedef enum sp_snapshot_kind {
+    SP_KIND_UNKNOWN = 0,   /* no trailer (V0-V3), null trailer, or unrecognised class */
+    SP_KIND_CHECKPOINT = 1,/* checkpointType is a CheckpointType */
+    SP_KIND_SAVEPOINT = 2  /* checkpointType is a SavepointType */
+} sp_snapshot_kind_t;
+
+/** Savepoint format (SavepointFormatType). */
+typedef enum sp_savepoint_format {
+    SP_FORMAT_UNKNOWN = 0, SP_FORMAT_CANONICAL = 1, SP_FORMAT_NATIVE = 2
+} sp_savepoint_format_t;
+
+/** Decoded CheckpointProperties.  Strings are NUL-terminated copies (truncated to fit). */
+typedef struct sp_properties {
+    size_t length;               /* trailer bytes */
+    bool is_null;                /* trailer is `AC ED 00 05 70` (Java null) */
+    sp_snapshot_kind_t kind;
+    char snapshot_name[64];      /* "Checkpoint", "Savepoint", "Suspend Savepoint", ... ("" if absent) */
+    sp_savepoint_format_t format;/* savepoints only */
+    char post_checkpoint_action[16]; /* "NONE", "SUSPEND", "TERMINATE" (savepoints; "" otherwise) */
+    char sharing_files_strategy[24]; /* "FORWARD_BACKWARD", "FORWARD", "NO_SHARING" (checkpoints; "" otherwise) */
+    bool forced, unclaimed;
+    bool discard_subsumed, discard_finished, discard_cancelled, discard_failed, discard_suspended;
+} sp_properties_t;
+
+/**
+ * Decode trailer bytes buf[0..len) (everything after the last operator state).
+ * base_offset is the trailer's offset in the file, used in error offsets.
+ * Errors: SP_ERR_MALFORMED (not a Java serialization stream, truncated, bytes
+ * after the object, unexpected class shape; err->offset / err->field name where).
+ */
+sp_status_t sp_properties_decode(const uint8_t *buf, size_t len, uint64_t base_offset,
+                                 sp_properties_t *out, sp_error_t *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
