@@ -169,7 +169,7 @@ sp_status_t sp_meta_encode(const sp_metadata_t *m, uint8_t **out_buf, size_t *ou
         s = write_operator(&w, &m->operators[i]);
         if (s && err) {
             /* name the operator in the failing field */
-            char f[sizeof err->field + 32];
+            char f[sizeof err->field + 256];
             snprintf(f, sizeof f, "operators[%u].%s", i, err->field);
             snprintf(err->field, sizeof err->field, "%s", f);
         }

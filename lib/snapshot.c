@@ -1,0 +1,329 @@
+/* Opening a local snapshot: locate the metadata file, map it, decode it,
+ * and reject relative references that would leave the directory. */
+#include "sp_snapshot.h"
+#include "sp_inspect.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct priv {
+    void *map;      /* mmap'd region, or NULL when read into heap */
+    size_t maplen;
+    uint8_t *heap;
+} priv_t;
+
+static char *xstrdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = malloc(n);
+    if (p)
+        memcpy(p, s, n);
+    return p;
+}
+
+static char *path_join(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    char *p = malloc(la + lb + 2);
+    if (!p)
+        return NULL;
+    memcpy(p, a, la);
+    size_t o = la;
+    if (o == 0 || p[o - 1] != '/')
+        p[o++] = '/';
+    memcpy(p + o, b, lb + 1);
+    return p;
+}
+
+static char *parent_dir(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        return xstrdup(".");
+    if (slash == path)
+        return xstrdup("/");
+    char *p = malloc((size_t)(slash - path) + 1);
+    if (p) {
+        memcpy(p, path, (size_t)(slash - path));
+        p[slash - path] = '\0';
+    }
+    return p;
+}
+
+static void strip_trailing_slashes(char *p)
+{
+    size_t n = strlen(p);
+    while (n > 1 && p[n - 1] == '/')
+        p[--n] = '\0';
+}
+
+/* A Flink 1.1/1.2 savepoint is one file; accept a folder holding only it. */
+static char *find_single_metadata_file(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return NULL;
+    char *found = NULL;
+    int candidates = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char *p = path_join(dir, e->d_name);
+        struct stat st;
+        if (p && lstat(p, &st) == 0 && S_ISREG(st.st_mode)) {
+            unsigned char magic[4];
+            FILE *f = fopen(p, "rb");
+            if (f && fread(magic, 1, 4, f) == 4 && memcmp(magic, "\x49\x60\x67\x2d", 4) == 0) {
+                candidates++;
+                free(found);
+                found = p;
+                p = NULL;
+            }
+            if (f)
+                fclose(f);
+        }
+        free(p);
+    }
+    closedir(d);
+    if (candidates != 1) {
+        free(found);
+        return NULL;
+    }
+    return found;
+}
+
+static sp_status_t locate(const char *location, char **meta_path, char **dir, sp_error_t *err)
+{
+    const char *p = location;
+    if (strncmp(p, "file://", 7) == 0)
+        p += 7;
+    else if (strncmp(p, "file:", 5) == 0)
+        p += 5;
+    else if (strstr(p, "://"))
+        return sp_error_set(err, SP_ERR_INVALID, SP_NO_OFFSET, "location",
+                            "%s: this build of sp reads local paths and file:// URIs only", location);
+    char *path = xstrdup(p);
+    if (!path)
+        return sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
+    strip_trailing_slashes(path);
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        int e = errno;
+        sp_error_set_file(err, path);
+        free(path);
+        return sp_error_set(err, e == ENOENT ? SP_ERR_NOT_FOUND : SP_ERR_IO, SP_NO_OFFSET, "", "cannot open: %s",
+                            strerror(e));
+    }
+    if (S_ISDIR(st.st_mode)) {
+        char *m = path_join(path, "_metadata");
+        struct stat ms;
+        if (m && stat(m, &ms) == 0) {
+            *meta_path = m;
+            *dir = path;
+            return SP_OK;
+        }
+        free(m);
+        m = find_single_metadata_file(path);
+        if (m) {
+            *meta_path = m;
+            *dir = path;
+            return SP_OK;
+        }
+        sp_error_set_file(err, path);
+        free(path);
+        return sp_error_set(err, SP_ERR_NOT_FOUND, SP_NO_OFFSET, "",
+                            "no _metadata file in this directory (is it a savepoint or chk-N directory?)");
+    }
+    *meta_path = path;
+    *dir = parent_dir(path);
+    return *dir ? SP_OK : sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
+}
+
+static sp_status_t load(sp_snapshot_t *s, priv_t *pv, sp_error_t *err)
+{
+    int fd = open(s->metadata_path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        sp_error_set_file(err, s->metadata_path);
+        return sp_error_set(err, e == ENOENT ? SP_ERR_NOT_FOUND : SP_ERR_IO, SP_NO_OFFSET, "", "cannot open: %s",
+                            strerror(e));
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        sp_error_set_file(err, s->metadata_path);
+        return sp_error_set(err, SP_ERR_IO, SP_NO_OFFSET, "", "not a regular file");
+    }
+    s->size = (size_t)st.st_size;
+    s->mtime_ms = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
+    if (s->size > 0) {
+        /* mmap: the model points into the file's bytes, so no copy is made */
+        void *m = mmap(NULL, s->size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m != MAP_FAILED) {
+            pv->map = m;
+            pv->maplen = s->size;
+            s->bytes = m;
+        } else {
+            pv->heap = malloc(s->size);
+            size_t got = 0;
+            while (pv->heap && got < s->size) {
+                ssize_t n = read(fd, pv->heap + got, s->size - got);
+                if (n <= 0)
+                    break;
+                got += (size_t)n;
+            }
+            if (!pv->heap || got != s->size) {
+                close(fd);
+                sp_error_set_file(err, s->metadata_path);
+                return sp_error_set(err, SP_ERR_IO, SP_NO_OFFSET, "", "cannot read the file");
+            }
+            s->bytes = pv->heap;
+        }
+    } else {
+        s->bytes = (const uint8_t *)"";
+    }
+    close(fd);
+    return SP_OK;
+}
+
+const char *sp_relative_path_problem(const uint8_t *path, size_t len)
+{
+    if (len == 0)
+        return "empty relative path";
+    if (memchr(path, '\0', len))
+        return "relative path contains a NUL byte";
+    if (path[0] == '/')
+        return "relative reference holds an absolute path";
+    for (size_t i = 0; i + 2 < len; i++)
+        if (path[i] == ':' && path[i + 1] == '/' && path[i + 2] == '/')
+            return "relative reference holds a URI";
+    size_t start = 0;
+    for (size_t i = 0; i <= len; i++) {
+        if (i == len || path[i] == '/') {
+            size_t n = i - start;
+            if ((n == 2 && path[start] == '.' && path[start + 1] == '.'))
+                return "relative path has a '..' component and would leave the snapshot directory";
+            if (n == 1 && path[start] == '.')
+                return "relative path has a '.' component";
+            start = i + 1;
+        }
+    }
+    return NULL;
+}
+
+typedef struct check_ctx {
+    sp_snapshot_t *snap;
+    sp_error_t *err;
+} check_ctx_t;
+
+static int check_ref(const sp_ref_t *ref, void *user)
+{
+    check_ctx_t *c = user;
+    if (ref->kind != SP_REF_RELATIVE)
+        return 0;
+    const char *problem = sp_relative_path_problem(ref->path.ptr, ref->path.len);
+    if (!problem)
+        return 0;
+    char field[160];
+    snprintf(field, sizeof field, "operators[%u].subtasks[index=%d].%s.relative_path", ref->operator_index,
+             ref->subtask_index, sp_ref_slot_name(ref->slot));
+    sp_error_set(c->err, SP_ERR_MALFORMED, ref->handle ? ref->handle->offset : SP_NO_OFFSET, field,
+                 "%s: \"%.*s\"", problem, (int)(ref->path.len > 200 ? 200 : ref->path.len),
+                 (const char *)ref->path.ptr);
+    sp_error_set_file(c->err, c->snap->metadata_path);
+    return 1;
+}
+
+sp_status_t sp_snapshot_open(const char *location, unsigned flags, sp_snapshot_t **out, sp_error_t *err)
+{
+    *out = NULL;
+    sp_error_clear(err);
+    sp_snapshot_t *s = calloc(1, sizeof *s);
+    priv_t *pv = calloc(1, sizeof *pv);
+    if (!s || !pv) {
+        free(s);
+        free(pv);
+        return sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
+    }
+    s->priv_ = pv;
+    s->location = xstrdup(location);
+    sp_status_t st = locate(location, &s->metadata_path, &s->dir, err);
+    if (!st)
+        st = load(s, pv, err);
+    if (!st) {
+        st = sp_meta_decode(s->bytes, s->size, NULL, &s->meta, err);
+        if (st)
+            sp_error_set_file(err, s->metadata_path);
+    }
+    if (!st && !(flags & SP_OPEN_NO_PATH_CHECK)) {
+        check_ctx_t c = {s, err};
+        if (sp_meta_visit_refs(s->meta, check_ref, &c))
+            st = SP_ERR_MALFORMED;
+    }
+    if (!st && s->meta->has_trailer &&
+        sp_properties_decode(s->meta->trailer.ptr, s->meta->trailer.len, 0, &s->properties, NULL) == SP_OK)
+        s->has_properties = true;
+    if (st) {
+        sp_snapshot_close(s);
+        return st;
+    }
+    *out = s;
+    return SP_OK;
+}
+
+void sp_snapshot_close(sp_snapshot_t *s)
+{
+    if (!s)
+        return;
+    priv_t *pv = s->priv_;
+    sp_meta_free(s->meta);
+    if (pv) {
+        if (pv->map)
+            munmap(pv->map, pv->maplen);
+        free(pv->heap);
+        free(pv);
+    }
+    free(s->location);
+    free(s->dir);
+    free(s->metadata_path);
+    free(s);
+}
+
+bool sp_snapshot_local_path(const sp_snapshot_t *snap, const sp_ref_t *ref, char *out, size_t outsz)
+{
+    const char *p = (const char *)ref->path.ptr;
+    size_t n = ref->path.len;
+    switch (ref->kind) {
+    case SP_REF_RELATIVE: {
+        int w = snprintf(out, outsz, "%s/%.*s", snap->dir, (int)n, p);
+        return w >= 0 && (size_t)w < outsz;
+    }
+    case SP_REF_ABSOLUTE:
+    case SP_REF_SEGMENT:
+    case SP_REF_DIRECTORY:
+        if (n >= 7 && memcmp(p, "file://", 7) == 0) {
+            p += 7;
+            n -= 7;
+        } else if (n >= 5 && memcmp(p, "file:", 5) == 0) {
+            p += 5;
+            n -= 5;
+        } else if (n == 0 || p[0] != '/') {
+            return false; /* another scheme (s3://, hdfs://, ...) */
+        }
+        if (n + 1 > outsz)
+            return false;
+        memcpy(out, p, n);
+        out[n] = '\0';
+        return true;
+    default:
+        return false;
+    }
+}

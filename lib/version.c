@@ -1,0 +1,3 @@
+#include "sp.h"
+
+const char *sp_version(void) { return SP_VERSION_STRING; }
