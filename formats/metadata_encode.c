@@ -168,10 +168,15 @@ sp_status_t sp_meta_encode(const sp_metadata_t *m, uint8_t **out_buf, size_t *ou
     for (uint32_t i = 0; !s && i < m->n_operators; i++) {
         s = write_operator(&w, &m->operators[i]);
         if (s && err) {
-            /* name the operator in the failing field */
-            char f[sizeof err->field + 256];
-            snprintf(f, sizeof f, "operators[%u].%s", i, err->field);
-            snprintf(err->field, sizeof err->field, "%s", f);
+            /* name the operator in the failing field: prefix "operators[i]." */
+            char prefix[32];
+            size_t k = (size_t)snprintf(prefix, sizeof prefix, "operators[%u].", i);
+            size_t n = strlen(err->field);
+            if (n + k >= sizeof err->field)
+                n = sizeof err->field - k - 1;
+            memmove(err->field + k, err->field, n);
+            memcpy(err->field, prefix, k);
+            err->field[k + n] = '\0';
         }
     }
     if (!s && m->version >= 4) {

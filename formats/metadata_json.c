@@ -96,8 +96,9 @@ static int b64_value(unsigned char c)
  * unused low bits of the last group zero.  out holds n / 4 * 3 bytes.
  * Returns false on bad input; *bad is the offending character's position.
  */
-static bool b64_decode(const char *s, size_t n, uint8_t *out, size_t *out_len, size_t *bad)
+static bool b64_decode(const char *s, size_t n, uint8_t *out, size_t *out_len, size_t *bad, const char **why)
 {
+    *why = "length not a multiple of 4";
     *out_len = 0;
     if (n % 4 != 0) {
         *bad = n;
@@ -117,12 +118,14 @@ static bool b64_decode(const char *s, size_t n, uint8_t *out, size_t *out_len, s
             v[k] = b64_value(c);
             if (v[k] < 0 || pad) {
                 *bad = i + k;
+                *why = "not a base64 character (or '=' not at the end)";
                 return false;
             }
         }
         uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
         if ((pad == 1 && (w & 0xFF)) || (pad == 2 && (w & 0xFFFF))) {
             *bad = i + 3 - pad;
+            *why = "unused low bits of the last character before '=' are not zero";
             return false;
         }
         out[o++] = (uint8_t)(w >> 16);
@@ -385,7 +388,7 @@ static sp_status_t v_i64(jr_t *r, const cJSON *it, void *out)
 
 static sp_status_t v_i32(jr_t *r, const cJSON *it, void *out)
 {
-    int64_t v;
+    int64_t v = 0;
     TRY(v_int(r, it, INT32_MIN, INT32_MAX, &v));
     *(int32_t *)out = (int32_t)v;
     return SP_OK;
@@ -394,7 +397,7 @@ static sp_status_t v_i32(jr_t *r, const cJSON *it, void *out)
 /* Counts stored as i32 that Flink (and sp_meta_decode) reject when negative. */
 static sp_status_t v_count32(jr_t *r, const cJSON *it, void *out)
 {
-    int64_t v;
+    int64_t v = 0;
     TRY(v_int(r, it, 0, INT32_MAX, &v));
     *(int32_t *)out = (int32_t)v;
     return SP_OK;
@@ -402,7 +405,7 @@ static sp_status_t v_count32(jr_t *r, const cJSON *it, void *out)
 
 static sp_status_t v_u8(jr_t *r, const cJSON *it, void *out)
 {
-    int64_t v;
+    int64_t v = 0;
     TRY(v_int(r, it, 0, 255, &v));
     *(uint8_t *)out = (uint8_t)v;
     return SP_OK;
@@ -420,14 +423,15 @@ static sp_status_t v_bool(jr_t *r, const cJSON *it, void *out)
 static sp_status_t b64_to_arena(jr_t *r, const char *s, size_t max, const uint8_t **ptr, size_t *len)
 {
     size_t n = strlen(s), bad = 0;
+    const char *why = "";
     if (n / 4 * 3 > max + 2)
         return fail(r, "base64 data longer than the %zu bytes this field can hold", max);
     uint8_t *buf = sp_meta_alloc(r->m, n / 4 * 3 + 1);
     if (!buf)
         return nomem(r);
-    if (!b64_decode(s, n, buf, len, &bad))
-        return fail(r, "expected base64 (RFC 4648, A-Z a-z 0-9 + /, '=' padded to a multiple of 4); "
-                       "bad input at character %zu", bad);
+    if (!b64_decode(s, n, buf, len, &bad, &why))
+        return fail(r, "expected base64 (RFC 4648: A-Z a-z 0-9 + /, '=' padded to a multiple of 4): %s at "
+                       "character %zu", why, bad);
     if (*len > max)
         return fail(r, "base64 data longer than the %zu bytes this field can hold", max);
     *ptr = buf;
@@ -518,7 +522,7 @@ static sp_status_t v_offsets(jr_t *r, const cJSON *it, void *out)
         return nomem(r);
     const cJSON *el;
     cJSON_ArrayForEach(el, it) {
-        int64_t v;
+        int64_t v = 0;
         size_t old = path_push(r, "[%zu]", i);
         sp_status_t st = v_i64(r, el, &v);
         path_pop(r, old);
@@ -721,7 +725,7 @@ static void w_operator_stream(jw_t *w, cJSON *o, const sp_handle_t *h)
 
 static sp_status_t v_byte_bool(jr_t *r, const cJSON *it, void *out)
 {
-    bool b;
+    bool b = false;
     TRY(v_bool(r, it, &b));
     *(uint8_t *)out = b ? 1 : 0;
     return SP_OK;
@@ -1121,7 +1125,7 @@ static sp_status_t v_info(jr_t *r, const cJSON *it, void *out)
  */
 static sp_status_t v_channel(jr_t *r, const cJSON *it, bool input, sp_channel_handle_t *c)
 {
-    int32_t info[2];
+    int32_t info[2] = {0, 0};
     offsets_t off = {0, NULL};
     TRY(v_object(r, it, "a channel state handle"));
     size_t old = path_key(r, "type");
@@ -1417,7 +1421,7 @@ static sp_status_t v_format(jr_t *r, const cJSON *it, void *out)
 
 static sp_status_t v_schema_version(jr_t *r, const cJSON *it, void *out)
 {
-    int64_t v;
+    int64_t v = 0;
     (void)out;
     TRY(v_int(r, it, 1, INT32_MAX, &v));
     if (v != SP_META_JSON_SCHEMA_VERSION)
@@ -1523,6 +1527,7 @@ sp_status_t sp_meta_from_json(const char *text, size_t len, sp_metadata_t **out,
                             line, col);
     }
     const char *end = NULL;
+    bool trailing = false;
     cJSON *root = len ? cJSON_ParseWithLengthOpts(text, len, &end, 0) : NULL;
     if (root) {
         /* cJSON stops after the first value; anything but blanks after it is an error */
@@ -1533,12 +1538,14 @@ sp_status_t sp_meta_from_json(const char *text, size_t len, sp_metadata_t **out,
             cJSON_Delete(root);
             root = NULL;
             end = text + off;
+            trailing = true;
         }
     }
     if (!root) {
         size_t off = end && end >= text && end <= text + len ? (size_t)(end - text) : len;
         line_column(text, off, &line, &col);
-        return sp_error_set(err, SP_ERR_MALFORMED, off, "", "not valid JSON (line %zu, column %zu)", line, col);
+        return sp_error_set(err, SP_ERR_MALFORMED, off, "", "%s (line %zu, column %zu)",
+                            trailing ? "unexpected text after the JSON document" : "not valid JSON", line, col);
     }
 
     /* the version decides which fields exist, so it is read before the model is made */

@@ -173,12 +173,6 @@ int sp_meta_visit_refs(sp_metadata_t *m, sp_ref_visitor_t visit, void *user)
     w.visit = visit;
     w.user = user;
     int s = 0;
-    for (uint32_t i = 0; !s && i < m->n_master_states; i++) {
-        w.ref.operator_index = UINT32_MAX;
-        w.ref.subtask_index = -1;
-        w.ref.slot = SP_SLOT_MASTER;
-        s = emit(&w, SP_REF_INLINE, m->master_states[i].name, (int64_t)m->master_states[i].data.len, 0, NULL);
-    }
     for (uint32_t i = 0; !s && i < m->n_operators; i++) {
         sp_operator_t *op = &m->operators[i];
         w.ref.operator_index = i;

@@ -341,7 +341,7 @@ typedef enum sp_ref_kind {
 typedef enum sp_ref_slot {
     SP_SLOT_COORDINATOR = 0, SP_SLOT_LEGACY, SP_SLOT_MANAGED_OPERATOR, SP_SLOT_RAW_OPERATOR,
     SP_SLOT_MANAGED_KEYED, SP_SLOT_RAW_KEYED, SP_SLOT_INPUT_CHANNEL, SP_SLOT_OUTPUT_CHANNEL,
-    SP_SLOT_V0_STATE, SP_SLOT_MASTER
+    SP_SLOT_V0_STATE
 } sp_ref_slot_t;
 
 /** One leaf reference found by sp_meta_visit_refs(). */
@@ -351,7 +351,7 @@ typedef struct sp_ref {
     sp_str_t path;           /* as stored (RELATIVE/ABSOLUTE/SEGMENT/DIRECTORY); handle name for INLINE tag 1 */
     int64_t size;            /* bytes recorded (file size; segment length; inline length); -1 unknown */
     int64_t segment_offset;  /* SEGMENT only */
-    uint32_t operator_index; /* index into m->operators; UINT32_MAX for master states */
+    uint32_t operator_index; /* index into m->operators */
     int32_t subtask_index;   /* real subtask index; -1 for operator-level (coordinator) */
     sp_handle_t *handle;     /* the leaf handle (NULL for V0 blobs / master states); may be edited */
     int parent_tag;          /* tag of the enclosing keyed/operator handle, 0 if none */
@@ -363,7 +363,8 @@ typedef int (*sp_ref_visitor_t)(const sp_ref_t *ref, void *user);
 /**
  * Walk every leaf reference of the model (nested handles depth-first in
  * serialisation order, repeated references reported each time).  Inline
- * payloads are reported as SP_REF_INLINE.  Returns 0 or the visitor's stop value.
+ * payloads are reported as SP_REF_INLINE.  Master states (hook data) are not
+ * state handles and are not reported.  Returns 0 or the visitor's stop value.
  */
 int sp_meta_visit_refs(sp_metadata_t *m, sp_ref_visitor_t visit, void *user);
 

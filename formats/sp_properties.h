@@ -54,6 +54,35 @@ typedef struct sp_properties {
 sp_status_t sp_properties_decode(const uint8_t *buf, size_t len, uint64_t base_offset,
                                  sp_properties_t *out, sp_error_t *err);
 
+/**
+ * Encode *p as a V4+ trailer: a Java-serialized (stream version 5)
+ * org.apache.flink.runtime.checkpoint.CheckpointProperties byte-identical to
+ * what Flink 1.16 - 2.3 writes (serialVersionUIDs of spec section 7.2, class
+ * shapes of Appendix A; later releases UNVERIFIED).  On success *out is a
+ * malloc'd buffer the caller free()s and *out_len its size in bytes; on
+ * failure *out is NULL and *out_len 0.
+ *  - p->is_null: the 5-byte null trailer `AC ED 00 05 70` (nothing else read);
+ *  - SP_KIND_CHECKPOINT: a CheckpointType with snapshot_name ("" means
+ *    "Checkpoint") and sharing_files_strategy ("" means "FORWARD_BACKWARD");
+ *    format and post_checkpoint_action are ignored;
+ *  - SP_KIND_SAVEPOINT: a SavepointType with format, snapshot_name ("" means
+ *    "Savepoint") and post_checkpoint_action ("" means "NONE");
+ *    sharing_files_strategy is ignored;
+ * plus the seven booleans in Flink's wire order (discardCancelled,
+ * discardFailed, discardFinished, discardSubsumed, discardSuspended, forced,
+ * unclaimed).  p->length is ignored.  The output of sp_properties_decode on a
+ * Flink trailer encodes back to the same bytes.
+ * Errors (err->field names the member):
+ *  - SP_ERR_INVALID: p, out or out_len NULL; kind unknown and not is_null;
+ *    a savepoint with format SP_FORMAT_UNKNOWN; a string not NUL-terminated
+ *    or outside Flink's values (checkpoint snapshot_name "Checkpoint" /
+ *    "Full Checkpoint"; sharing_files_strategy FORWARD_BACKWARD / FORWARD /
+ *    NO_SHARING; savepoint snapshot_name "Savepoint" / "Suspend Savepoint" /
+ *    "Terminate Savepoint"; post_checkpoint_action NONE / SUSPEND / TERMINATE);
+ *  - SP_ERR_NOMEM: allocation failed.
+ */
+sp_status_t sp_properties_encode(const sp_properties_t *p, uint8_t **out, size_t *out_len, sp_error_t *err);
+
 #ifdef __cplusplus
 }
 #endif

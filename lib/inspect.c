@@ -173,6 +173,6 @@ const char *sp_ref_slot_name(sp_ref_slot_t s)
 {
     static const char *const names[] = {"coordinator_state", "legacy_operator_state", "managed_operator_state",
                                         "raw_operator_state", "managed_keyed_state", "raw_keyed_state",
-                                        "input_channel_state", "result_subpartition_state", "state", "master_state"};
+                                        "input_channel_state", "result_subpartition_state", "state"};
     return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "state";
 }

@@ -487,7 +487,7 @@ static void check_model(const char *name, sp_metadata_t *m, const char *const *m
     sp_error_t e;
     uint8_t *bytes = NULL;
     size_t len = 0;
-    char why[600];
+    char why[1024];
     if (!ok(sp_meta_encode(m, &bytes, &len, &e) == SP_OK, "%s: the hand-built model encodes", name)) {
         diag_err("encode", &e);
         sp_meta_free(m);
@@ -840,7 +840,7 @@ static void part_corpus(const char *root)
             continue;
         }
         free(sub);
-        char *path = metadata_path(dir, name), why[600] = "";
+        char *path = metadata_path(dir, name), why[1024] = "";
         size_t len = 0;
         uint8_t *buf = path ? read_file(path, &len) : NULL;
         sp_metadata_t *m = NULL;

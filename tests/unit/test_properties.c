@@ -1,12 +1,16 @@
 /*
- * test_properties.c - TAP tests of sp_properties_decode (formats/properties.c).
+ * test_properties.c - TAP tests of sp_properties_decode (formats/properties.c)
+ * and sp_properties_encode (formats/properties_encode.c).
  *
- * Part 1 builds trailers in code, following the Java serialization grammar
- * of shared/spec/metadata-format.md Appendix A with the real
- * serialVersionUIDs of section 7.2, and checks decoding, truncation at every
- * length, corruption and hostile shapes.
+ * Part 1 produces the normal trailers with sp_properties_encode, checks them
+ * against an independent little Java-serialization writer kept here (which
+ * follows shared/spec/metadata-format.md Appendix A with the real
+ * serialVersionUIDs of section 7.2 and also builds the hostile and odd
+ * shapes), checks the encoder's defaults and errors, and checks decoding,
+ * truncation at every length, corruption and hostile shapes.
  * Part 2 (when argv[1] names the shared corpus root) decodes the trailer of
- * every V4+ case and compares it with expected/<case>.json.
+ * every V4+ case, compares it with expected/<case>.json, and re-encodes the
+ * decoded properties, which must give back the trailer byte for byte.
  *
  * Usage: test_properties [corpus-root]
  */
@@ -187,6 +191,50 @@ static void build(wbuf_t *w, const spec_t *s)
 static const spec_t CHECKPOINT = {0, "Checkpoint", NULL, NULL, "FORWARD_BACKWARD", {0, 0, 1, 1, 0, 0, 0}};
 static const spec_t SAVEPOINT = {1, "Savepoint", "CANONICAL", "NONE", NULL, {0, 0, 0, 0, 0, 1, 0}};
 static const spec_t STOP_NATIVE = {1, "Suspend Savepoint", "NATIVE", "SUSPEND", NULL, {0, 0, 0, 0, 0, 1, 0}};
+static const spec_t FULL_CHECKPOINT = {0, "Full Checkpoint", NULL, NULL, "FORWARD", {1, 0, 1, 0, 1, 0, 1}};
+static const spec_t TERMINATE = {1, "Terminate Savepoint", "CANONICAL", "TERMINATE", NULL, {0, 1, 0, 1, 0, 1, 1}};
+
+/* ---- the library encoder ---------------------------------------------------- */
+
+static void copy_str(char *dst, size_t cap, const char *src)
+{
+    snprintf(dst, cap, "%s", src ? src : "");
+}
+
+static void spec_to_props(const spec_t *s, sp_properties_t *p)
+{
+    memset(p, 0, sizeof *p);
+    p->kind = s->savepoint ? SP_KIND_SAVEPOINT : SP_KIND_CHECKPOINT;
+    copy_str(p->snapshot_name, sizeof p->snapshot_name, s->name);
+    if (s->savepoint) {
+        p->format = !strcmp(s->format, "NATIVE") ? SP_FORMAT_NATIVE : SP_FORMAT_CANONICAL;
+        copy_str(p->post_checkpoint_action, sizeof p->post_checkpoint_action, s->action);
+    } else {
+        copy_str(p->sharing_files_strategy, sizeof p->sharing_files_strategy, s->strategy);
+    }
+    p->discard_cancelled = s->bools[0];
+    p->discard_failed = s->bools[1];
+    p->discard_finished = s->bools[2];
+    p->discard_subsumed = s->bools[3];
+    p->discard_suspended = s->bools[4];
+    p->forced = s->bools[5];
+    p->unclaimed = s->bools[6];
+}
+
+/* The trailer of s from sp_properties_encode (malloc'd, NULL on failure). */
+static uint8_t *encode_spec(const spec_t *s, size_t *n)
+{
+    sp_properties_t p;
+    spec_to_props(s, &p);
+    uint8_t *b = NULL;
+    sp_error_t e;
+    sp_error_clear(&e);
+    if (sp_properties_encode(&p, &b, n, &e) != SP_OK) {
+        printf("# encode: %s: %s\n", e.field, e.message);
+        return NULL;
+    }
+    return b;
+}
 
 /* ---- checks ---------------------------------------------------------------- */
 
@@ -241,61 +289,175 @@ static void test_null(void)
        "NULL buffer of length 0 is malformed, NULL output is invalid");
 }
 
+/* Encode s with the library, compare with the test's own writer and the
+ * booleans at offset 258 (section 7.2), decode and compare with s. */
 static void test_built(const spec_t *s, size_t want_len, const char *what)
 {
     wbuf_t w;
     build(&w, s);
+    size_t n = 0;
+    uint8_t *b = encode_spec(s, &n);
     sp_properties_t p;
     sp_error_t e;
-    sp_status_t st = sp_properties_decode(w.b, w.n, 0, &p, &e);
-    ok(w.n == want_len && st == SP_OK && matches_spec(&p, s, w.n), "%s (%zu bytes) decodes", what, w.n);
-    if (st != SP_OK)
+    sp_error_clear(&e);
+    sp_status_t st = b ? sp_properties_decode(b, n, 0, &p, &e) : SP_ERR_NOMEM;
+    ok(b && n == want_len && n == w.n && !memcmp(b, w.b, n) && !memcmp(b + 258, s->bools, 7) && st == SP_OK &&
+           matches_spec(&p, s, n),
+       "%s (%zu bytes) encodes as the hand-built bytes and decodes", what, n);
+    if (b && st != SP_OK)
         printf("# %s at %llu: %s\n", e.field, (unsigned long long)e.offset, e.message);
+    free(b);
 }
 
 /* Every proper prefix must fail cleanly, never read past the end (ASan
  * catches that since each prefix is copied to an exact-size buffer). */
 static void test_truncations(const spec_t *s, const char *what)
 {
-    wbuf_t w;
-    build(&w, s);
-    int bad = -1;
-    for (size_t n = 0; n < w.n && bad < 0; n++) {
+    size_t len = 0;
+    uint8_t *b = encode_spec(s, &len);
+    int bad = b ? -1 : 0;
+    for (size_t n = 0; b && n < len && bad < 0; n++) {
         uint8_t *copy = malloc(n ? n : 1);
-        memcpy(copy, w.b, n);
+        memcpy(copy, b, n);
         if (!fails_malformed(copy, n, NULL))
             bad = (int)n;
         free(copy);
     }
-    ok(bad < 0, "%s truncated at each of %zu lengths is malformed (first bad: %d)", what, w.n, bad);
-    uint8_t more[sizeof w.b + 1];
-    memcpy(more, w.b, w.n);
-    more[w.n] = 0x70;
-    ok(fails_malformed(more, w.n + 1, "trailing bytes after the properties object"),
+    ok(bad < 0, "%s truncated at each of %zu lengths is malformed (first bad: %d)", what, len, bad);
+    uint8_t *more = b ? malloc(len + 1) : NULL;
+    if (more) {
+        memcpy(more, b, len);
+        more[len] = 0x70;
+    }
+    ok(more && fails_malformed(more, len + 1, "trailing bytes after the properties object"),
        "%s with one extra byte reports trailing bytes", what);
+    free(more);
+    free(b);
 }
 
 /* Every single-byte corruption must decode or fail cleanly. */
 static void test_corruptions(const spec_t *s, const char *what)
 {
-    wbuf_t w;
-    build(&w, s);
+    size_t len = 0;
+    uint8_t *b = encode_spec(s, &len);
     static const uint8_t vals[] = {0x00, 0x01, 0x70, 0x71, 0x72, 0x73, 0x74, 0x75, 0x76, 0x77,
                                    0x78, 0x7A, 0x7C, 0x7E, 0x7F, 0xFF};
-    int bad = 0;
-    for (size_t i = 0; i < w.n; i++)
+    int bad = b ? 0 : 1;
+    for (size_t i = 0; b && i < len; i++)
         for (size_t v = 0; v < sizeof vals; v++) {
-            uint8_t *copy = malloc(w.n);
-            memcpy(copy, w.b, w.n);
+            uint8_t *copy = malloc(len);
+            memcpy(copy, b, len);
             copy[i] = vals[v];
             sp_properties_t p;
             sp_error_t e;
-            sp_status_t st = sp_properties_decode(copy, w.n, 0, &p, &e);
+            sp_status_t st = sp_properties_decode(copy, len, 0, &p, &e);
             if ((st != SP_OK && st != SP_ERR_MALFORMED) || memchr(p.snapshot_name, 0, sizeof p.snapshot_name) == NULL)
                 bad++;
             free(copy);
         }
     ok(bad == 0, "%s with any single byte corrupted decodes or fails cleanly (%d bad)", what, bad);
+    free(b);
+}
+
+/* sp_properties_encode must fail with code on *p, leave no output and name field. */
+static int encode_fails(const sp_properties_t *p, sp_status_t code, const char *field)
+{
+    uint8_t *b = (uint8_t *)&b; /* must be reset to NULL */
+    size_t n = 99;
+    sp_error_t e;
+    sp_error_clear(&e);
+    sp_status_t st = sp_properties_encode(p, &b, &n, &e);
+    return st == code && e.code == code && b == NULL && n == 0 && e.message[0] &&
+           (!field || !strcmp(e.field, field));
+}
+
+/* Encode *p and compare with want[0..want_len). */
+static int encodes_as(const sp_properties_t *p, const uint8_t *want, size_t want_len)
+{
+    uint8_t *b = NULL;
+    size_t n = 0;
+    int good = sp_properties_encode(p, &b, &n, NULL) == SP_OK && n == want_len && !memcmp(b, want, n);
+    free(b);
+    return good;
+}
+
+static void test_encode(void)
+{
+    static const uint8_t nul[] = {0xAC, 0xED, 0x00, 0x05, 0x70};
+    sp_properties_t p;
+    memset(&p, 0, sizeof p);
+    p.is_null = true;
+    ok(encodes_as(&p, nul, sizeof nul), "is_null encodes as AC ED 00 05 70");
+    spec_to_props(&SAVEPOINT, &p);
+    p.is_null = true;
+    p.format = SP_FORMAT_UNKNOWN;
+    ok(encodes_as(&p, nul, sizeof nul), "is_null wins over the other members");
+
+    /* defaults for empty names */
+    wbuf_t w;
+    build(&w, &CHECKPOINT);
+    spec_to_props(&CHECKPOINT, &p);
+    p.snapshot_name[0] = p.sharing_files_strategy[0] = '\0';
+    strcpy(p.post_checkpoint_action, "TERMINATE"); /* ignored for checkpoints */
+    p.format = SP_FORMAT_NATIVE;
+    p.length = 12345; /* ignored */
+    ok(encodes_as(&p, w.b, w.n), "checkpoint: empty name and strategy mean Checkpoint / FORWARD_BACKWARD");
+    build(&w, &SAVEPOINT);
+    spec_to_props(&SAVEPOINT, &p);
+    p.snapshot_name[0] = p.post_checkpoint_action[0] = '\0';
+    strcpy(p.sharing_files_strategy, "NO_SHARING"); /* ignored for savepoints */
+    ok(encodes_as(&p, w.b, w.n), "savepoint: empty name and action mean Savepoint / NONE");
+
+    /* the other names of Flink's sets, checked against the hand-built bytes */
+    build(&w, &FULL_CHECKPOINT);
+    spec_to_props(&FULL_CHECKPOINT, &p);
+    ok(encodes_as(&p, w.b, w.n) && w.n == 604 + 5 - 9, "Full Checkpoint / FORWARD encodes (%zu bytes)", w.n);
+    spec_t ns = CHECKPOINT;
+    ns.strategy = "NO_SHARING";
+    build(&w, &ns);
+    spec_to_props(&ns, &p);
+    ok(encodes_as(&p, w.b, w.n), "NO_SHARING checkpoint encodes (%zu bytes)", w.n);
+    build(&w, &TERMINATE);
+    spec_to_props(&TERMINATE, &p);
+    ok(encodes_as(&p, w.b, w.n) && w.n == 745 + 10 + 5, "Terminate Savepoint / TERMINATE encodes (%zu bytes)", w.n);
+
+    /* errors */
+    memset(&p, 0, sizeof p);
+    ok(encode_fails(&p, SP_ERR_INVALID, "kind"), "kind unknown and not null is invalid");
+    p.kind = (sp_snapshot_kind_t)7;
+    ok(encode_fails(&p, SP_ERR_INVALID, "kind"), "an out-of-range kind is invalid");
+    spec_to_props(&SAVEPOINT, &p);
+    p.format = SP_FORMAT_UNKNOWN;
+    ok(encode_fails(&p, SP_ERR_INVALID, "format"), "savepoint with unknown format is invalid");
+    p.format = (sp_savepoint_format_t)9;
+    ok(encode_fails(&p, SP_ERR_INVALID, "format"), "savepoint with an out-of-range format is invalid");
+    spec_to_props(&SAVEPOINT, &p);
+    strcpy(p.snapshot_name, "Checkpoint");
+    ok(encode_fails(&p, SP_ERR_INVALID, "snapshot_name"), "savepoint named Checkpoint is invalid");
+    strcpy(p.snapshot_name, "savepoint");
+    ok(encode_fails(&p, SP_ERR_INVALID, "snapshot_name"), "savepoint names are case-sensitive");
+    spec_to_props(&SAVEPOINT, &p);
+    strcpy(p.post_checkpoint_action, "STOP");
+    ok(encode_fails(&p, SP_ERR_INVALID, "post_checkpoint_action"), "unknown post_checkpoint_action is invalid");
+    spec_to_props(&CHECKPOINT, &p);
+    strcpy(p.snapshot_name, "Savepoint");
+    ok(encode_fails(&p, SP_ERR_INVALID, "snapshot_name"), "checkpoint named Savepoint is invalid");
+    spec_to_props(&CHECKPOINT, &p);
+    strcpy(p.sharing_files_strategy, "BACKWARD");
+    ok(encode_fails(&p, SP_ERR_INVALID, "sharing_files_strategy"), "unknown sharing_files_strategy is invalid");
+    spec_to_props(&CHECKPOINT, &p);
+    memset(p.snapshot_name, 'C', sizeof p.snapshot_name);
+    ok(encode_fails(&p, SP_ERR_INVALID, "snapshot_name"), "a snapshot_name without NUL is invalid");
+    spec_to_props(&SAVEPOINT, &p);
+    memset(p.post_checkpoint_action, 'N', sizeof p.post_checkpoint_action);
+    ok(encode_fails(&p, SP_ERR_INVALID, "post_checkpoint_action"), "a post_checkpoint_action without NUL is invalid");
+    uint8_t *b = NULL;
+    size_t n = 0;
+    sp_error_t e;
+    ok(sp_properties_encode(NULL, &b, &n, &e) == SP_ERR_INVALID && !b &&
+           sp_properties_encode(&p, NULL, &n, NULL) == SP_ERR_INVALID &&
+           sp_properties_encode(&p, &b, NULL, NULL) == SP_ERR_INVALID && !b,
+       "NULL properties or outputs are invalid");
 }
 
 static void test_bad_header(void)
@@ -510,25 +672,40 @@ static void test_case(const char *root, const char *name)
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(doc, "properties");
     const cJSON *jl = cJSON_GetObjectItemCaseSensitive(x, "length");
     const char *why = "unreadable expected JSON or _metadata";
-    sp_error_t e;
+    const char *why_enc = "not decoded";
+    sp_error_t e, ee;
     sp_error_clear(&e);
+    sp_error_clear(&ee);
     if (file && cJSON_IsNumber(jl) && jl->valuedouble >= 0 && (size_t)jl->valuedouble <= flen) {
         size_t tlen = (size_t)jl->valuedouble;
+        const uint8_t *trailer = (const uint8_t *)file + flen - tlen;
         sp_properties_t p;
-        if (sp_properties_decode((const uint8_t *)file + flen - tlen, tlen, flen - tlen, &p, &e) != SP_OK)
+        if (sp_properties_decode(trailer, tlen, flen - tlen, &p, &e) != SP_OK) {
             why = "decode failed";
-        else
+        } else {
             why = p.length != tlen ? "length" : compare(&p, x);
+            uint8_t *b = NULL;
+            size_t n = 0;
+            if (sp_properties_encode(&p, &b, &n, &ee) != SP_OK)
+                why_enc = "encode failed";
+            else
+                why_enc = n != tlen ? "length differs" : memcmp(b, trailer, n) ? "bytes differ" : NULL;
+            free(b);
+        }
     }
     ok(why == NULL, "corpus %s%s%s", name, why ? ": " : "", why ? why : "");
     if (e.code != SP_OK)
         printf("# %s at %llu: %s\n", e.field, (unsigned long long)e.offset, e.message);
+    ok(why_enc == NULL, "corpus %s re-encodes byte-identically%s%s", name, why_enc ? ": " : "",
+       why_enc ? why_enc : "");
+    if (ee.code != SP_OK)
+        printf("# encode %s: %s\n", ee.field, ee.message);
     cJSON_Delete(doc);
     free(json);
     free(file);
 }
 
-#define FIXED_TESTS 26
+#define FIXED_TESTS 45
 
 int main(int argc, char **argv)
 {
@@ -538,13 +715,14 @@ int main(int argc, char **argv)
     char **cases = NULL;
     if (root && stat(root, &st) == 0 && S_ISDIR(st.st_mode))
         cases = list_cases(root, &ncases);
-    printf("1..%d\n", FIXED_TESTS + (ncases ? (int)ncases : 1));
+    printf("1..%d\n", FIXED_TESTS + (ncases ? 2 * (int)ncases : 1));
 
     test_null();
     test_bad_header();
     test_built(&CHECKPOINT, 604, "checkpoint trailer (Appendix A)");
     test_built(&SAVEPOINT, 745, "forced canonical savepoint trailer (Appendix A)");
     test_built(&STOP_NATIVE, 753, "native stop-with-savepoint trailer (section 7.2)");
+    test_encode();
     test_truncations(&CHECKPOINT, "checkpoint trailer");
     test_truncations(&SAVEPOINT, "savepoint trailer");
     test_corruptions(&CHECKPOINT, "checkpoint trailer");
@@ -559,7 +737,7 @@ int main(int argc, char **argv)
         free(cases[i]);
     }
     free(cases);
-    if (test_no != FIXED_TESTS + (ncases ? (int)ncases : 1))
+    if (test_no != FIXED_TESTS + (ncases ? 2 * (int)ncases : 1))
         printf("# planned tests do not match the %d run\n", test_no);
     return failures ? 1 : 0;
 }
