@@ -172,6 +172,15 @@ doc["operators"][0]["parallelism"] = "many"
 rc, _, err = sp("metadata", "import", "-", os.path.join(tmp, "edited2"), stdin=json.dumps(doc).encode())
 ok(rc == 3 and "operators[0].parallelism" in err, "a bad JSON field is exit 3 naming the JSON path", err)
 
+# the sample shipped in tests/data is exactly what gen-snapshot writes
+shipped = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "sample-savepoint")
+regen = gen(os.path.join(tmp, "regen"), "--parallelism", "2", "--file-size", "1024")
+same = sorted(os.listdir(shipped)) == sorted(os.listdir(regen)) and all(
+    open(os.path.join(shipped, f), "rb").read() == open(os.path.join(regen, f), "rb").read() for f in os.listdir(regen))
+ok(same, "tests/data/sample-savepoint is reproduced by gen-snapshot (regenerate it if the encoder changed)")
+rc, out, err = sp("verify", shipped)
+ok(rc == 0, "the shipped sample verifies", out + err)
+
 # ---- 3. bad input: exit 3 with offset and field ---------------------------
 meta = open(os.path.join(sav, "_metadata"), "rb").read()
 
