@@ -15,6 +15,10 @@ static const cli_command_t commands[] = {
     {"verify", cmd_verify, "SNAP [--json]",
      "Check that every file the metadata references exists with its recorded size."},
     {"uid-hash", cmd_uid_hash, "UID... [--json]", "Print the operator ID Flink derives from each uid."},
+    {"relocate", cmd_relocate, "SRC DST [--move] [--dry-run] [--json] [--jobs N] [--checksum]",
+     "Copy or move a snapshot to a new directory or archive; the copy is complete and relocatable."},
+    {"dispose", cmd_dispose, "SNAP [--dry-run] [--force] [--include-unreferenced] [--include-external] [--json]",
+     "Delete a snapshot safely: journal first, data files, _metadata last; never outside it."},
     {"metadata", cmd_metadata, "export SNAP [-o FILE] [--compact] | import JSON OUT [--force]",
      "Convert _metadata to its complete JSON form and back, byte for byte."},
 };

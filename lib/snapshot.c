@@ -194,6 +194,45 @@ static sp_status_t load(sp_snapshot_t *s, priv_t *pv, sp_error_t *err)
     return SP_OK;
 }
 
+/* A snapshot inside an archive: "_metadata" at the archive root (or under
+ * the folder named after "//"), read through the archive store. */
+static sp_status_t open_in_archive(sp_snapshot_t *s, priv_t *pv, const sp_location_t *loc, sp_error_t *err)
+{
+    sp_status_t st = sp_store_open_archive(loc->store_location, false, 0, &s->store, err);
+    if (st)
+        return st;
+    size_t n = strlen(loc->key) + 16;
+    char *key = malloc(n);
+    s->dir_key = xstrdup(loc->key);
+    s->dir = malloc(strlen(loc->store_location) + n);
+    s->metadata_path = malloc(strlen(loc->store_location) + n);
+    if (!key || !s->dir_key || !s->dir || !s->metadata_path) {
+        free(key);
+        return sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
+    }
+    snprintf(key, n, "%s%s_metadata", loc->key, loc->key[0] ? "/" : "");
+    if (loc->key[0])
+        sprintf(s->dir, "%s//%s", loc->store_location, loc->key);
+    else
+        sprintf(s->dir, "%s", loc->store_location);
+    sprintf(s->metadata_path, "%s//%s", loc->store_location, key);
+    sp_store_stat_t ms;
+    st = s->store->ops->stat(s->store, key, &ms, err);
+    if (!st && !ms.exists) {
+        sp_error_set_file(err, s->metadata_path);
+        st = sp_error_set(err, SP_ERR_NOT_FOUND, SP_NO_OFFSET, "", "no _metadata in the archive%s",
+                          loc->key[0] ? " folder" : " root (name a folder inside it as ARCHIVE//FOLDER)");
+    }
+    if (!st)
+        st = sp_store_read_all(s->store, key, SIZE_MAX / 2, &pv->heap, &s->size, err);
+    free(key);
+    if (st)
+        return st;
+    s->bytes = pv->heap ? pv->heap : (const uint8_t *)"";
+    s->mtime_ms = ms.mtime_ms;
+    return SP_OK;
+}
+
 const char *sp_relative_path_problem(const uint8_t *path, size_t len)
 {
     if (len == 0)
@@ -255,9 +294,35 @@ sp_status_t sp_snapshot_open(const char *location, unsigned flags, sp_snapshot_t
     }
     s->priv_ = pv;
     s->location = xstrdup(location);
-    sp_status_t st = locate(location, &s->metadata_path, &s->dir, err);
-    if (!st)
-        st = load(s, pv, err);
+    sp_location_t loc;
+    sp_status_t st = sp_location_parse(location, &loc, err);
+    if (st) {
+        sp_snapshot_close(s);
+        return st;
+    }
+    st = sp_store_open_local(&s->local, err);
+    if (!st && loc.kind == SP_LOC_ARCHIVE)
+        st = open_in_archive(s, pv, &loc, err);
+    else if (!st && loc.kind == SP_LOC_S3)
+        st = sp_error_set(err, SP_ERR_INVALID, SP_NO_OFFSET, "location", "%s: s3:// locations are not supported yet",
+                          location);
+    else if (!st) {
+        s->store = s->local;
+        st = locate(location, &s->metadata_path, &s->dir, err);
+        if (!st)
+            st = load(s, pv, err);
+        if (!st) {
+            /* the directory as a key of the local store: absolute, normalised */
+            sp_location_t dl;
+            st = sp_location_parse(s->dir, &dl, err);
+            if (!st) {
+                s->dir_key = dl.key;
+                dl.key = NULL;
+                sp_location_free(&dl);
+            }
+        }
+    }
+    sp_location_free(&loc);
     if (!st) {
         st = sp_meta_decode(s->bytes, s->size, NULL, &s->meta, err);
         if (st)
@@ -291,8 +356,12 @@ void sp_snapshot_close(sp_snapshot_t *s)
         free(pv->heap);
         free(pv);
     }
+    if (s->store != s->local)
+        sp_store_close(s->store);
+    sp_store_close(s->local);
     free(s->location);
     free(s->dir);
+    free(s->dir_key);
     free(s->metadata_path);
     free(s);
 }
@@ -303,6 +372,8 @@ bool sp_snapshot_local_path(const sp_snapshot_t *snap, const sp_ref_t *ref, char
     size_t n = ref->path.len;
     switch (ref->kind) {
     case SP_REF_RELATIVE: {
+        if (snap->store != snap->local)
+            return false; /* inside an archive */
         int w = snprintf(out, outsz, "%s/%.*s", snap->dir, (int)n, p);
         return w >= 0 && (size_t)w < outsz;
     }
@@ -326,4 +397,17 @@ bool sp_snapshot_local_path(const sp_snapshot_t *snap, const sp_ref_t *ref, char
     default:
         return false;
     }
+}
+
+sp_store_t *sp_snapshot_ref_location(const sp_snapshot_t *snap, const sp_ref_t *ref, char *key, size_t keysz)
+{
+    if (ref->kind == SP_REF_RELATIVE) {
+        int w = snprintf(key, keysz, "%s%s%.*s", snap->dir_key, snap->dir_key[0] ? "/" : "", (int)ref->path.len,
+                         (const char *)ref->path.ptr);
+        return w >= 0 && (size_t)w < keysz ? snap->store : NULL;
+    }
+    if (ref->kind == SP_REF_INLINE)
+        return NULL;
+    sp_ref_t abs = *ref;
+    return sp_snapshot_local_path(snap, &abs, key, keysz) ? snap->local : NULL;
 }

@@ -16,7 +16,11 @@
 #include "sp_metadata_json.h"
 #include "sp_mutf8.h"
 #include "sp_properties.h"
+#include "sp_dispose.h"
+#include "sp_record.h"
+#include "sp_relocate.h"
 #include "sp_snapshot.h"
+#include "sp_store.h"
 #include "sp_uid.h"
 #include "sp_verify.h"
 

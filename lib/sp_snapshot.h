@@ -18,6 +18,7 @@
 #include "sp_error.h"
 #include "sp_metadata.h"
 #include "sp_properties.h"
+#include "sp_store.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -34,11 +35,16 @@ typedef struct sp_snapshot {
     sp_metadata_t *meta;   /* the decoded model */
     bool has_properties;   /* V4+ trailer decoded into `properties` */
     sp_properties_t properties;
+    sp_store_t *store;     /* where the snapshot lives (local file system or an archive) */
+    char *dir_key;         /* the exclusive directory as a key of `store` ("" = an archive's root) */
+    sp_store_t *local;     /* the local file system, for absolute file: references */
     void *priv_;
 } sp_snapshot_t;
 
 /**
- * Open and decode the snapshot at `location`.
+ * Open and decode the snapshot at `location`: a local directory or
+ * `_metadata` file, a file:// URI, or an archive (x.tar, x.tar.zst, or a
+ * folder inside one as "x.tar.zst//folder") whose root holds `_metadata`.
  * A directory without `_metadata` that holds exactly one regular file
  * starting with the metadata magic (a Flink 1.1 / 1.2 single-file savepoint
  * kept in its own folder) is accepted too.
@@ -60,6 +66,15 @@ sp_status_t sp_snapshot_open(const char *location, unsigned flags, sp_snapshot_t
 
 /** Close a snapshot and free everything it holds.  NULL is allowed. */
 void sp_snapshot_close(sp_snapshot_t *snap);
+
+/**
+ * Where a file reference lives: the store (snap->store for relative
+ * references, snap->local for absolute file: paths) and the key in it,
+ * written to key[0..keysz).  Returns NULL when the reference has no file
+ * (inline) or its scheme is not one this build reads (s3://, hdfs://, ...),
+ * or the key does not fit.
+ */
+sp_store_t *sp_snapshot_ref_location(const sp_snapshot_t *snap, const sp_ref_t *ref, char *key, size_t keysz);
 
 /**
  * Resolve a reference's stored path into a local file system path in

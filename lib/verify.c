@@ -93,8 +93,8 @@ static int check(const sp_ref_t *ref, void *user)
         return 0;
     c->r->files_checked++;
     bool external = ref->kind != SP_REF_RELATIVE;
-    char path[PATH_MAX];
-    bool local = sp_snapshot_local_path(c->snap, ref, path, sizeof path);
+    char key[PATH_MAX];
+    sp_store_t *store = sp_snapshot_ref_location(c->snap, ref, key, sizeof key);
     if (external) {
         /* an absolute path is listed once, however often it is referenced */
         const sp_str_t *p = ref->kind == SP_REF_ABSOLUTE ? &ref->handle->u.file.path
@@ -103,24 +103,30 @@ static int check(const sp_ref_t *ref, void *user)
         if (ref->kind == SP_REF_DIRECTORY || seen_add(c, p)) {
             if (ref->kind != SP_REF_DIRECTORY)
                 c->r->distinct_external++;
-            push(c, true, ref, SP_PROBLEM_MISSING, -1, local);
-        } else if (c->nomem) {
-            return 1;
+            push(c, true, ref, SP_PROBLEM_MISSING, -1, store != NULL && ref->kind != SP_REF_DIRECTORY);
         } else {
-            return 0; /* already checked */
+            return c->nomem; /* already checked */
         }
-        if (!local || ref->kind == SP_REF_DIRECTORY)
-            return 0;
-    }
-    struct stat st;
-    if (lstat(path, &st) != 0) {
-        push(c, false, ref, errno == ENOENT || errno == ENOTDIR ? SP_PROBLEM_MISSING : SP_PROBLEM_UNREADABLE, -1,
-             true);
+        if (!store || ref->kind == SP_REF_DIRECTORY)
+            return c->nomem;
+    } else if (!store) {
+        push(c, false, ref, SP_PROBLEM_UNREADABLE, -1, false);
         return c->nomem;
     }
-    if (S_ISLNK(st.st_mode)) {
+    sp_store_stat_t st;
+    if (store->ops->stat(store, key, &st, NULL) != SP_OK) {
+        push(c, false, ref, SP_PROBLEM_UNREADABLE, -1, true);
+        return c->nomem;
+    }
+    if (!st.exists) {
+        push(c, false, ref, SP_PROBLEM_MISSING, -1, true);
+        return c->nomem;
+    }
+    if (st.is_symlink) {
+        /* local only: where does it lead? */
         char real[PATH_MAX];
-        if (!realpath(path, real)) {
+        struct stat ls;
+        if (!realpath(key, real) || stat(key, &ls) != 0) {
             push(c, false, ref, SP_PROBLEM_MISSING, -1, true);
             return c->nomem;
         }
@@ -128,16 +134,18 @@ static int check(const sp_ref_t *ref, void *user)
             push(c, false, ref, SP_PROBLEM_SYMLINK_ESCAPES, -1, true);
             return c->nomem;
         }
-        if (stat(path, &st) != 0) {
-            push(c, false, ref, SP_PROBLEM_MISSING, -1, true);
+        st.is_dir = S_ISDIR(ls.st_mode);
+        st.size = S_ISREG(ls.st_mode) ? (int64_t)ls.st_size : -1;
+        if (!S_ISREG(ls.st_mode) && !st.is_dir) {
+            push(c, false, ref, SP_PROBLEM_NOT_A_FILE, -1, true);
             return c->nomem;
         }
     }
-    if (!S_ISREG(st.st_mode)) {
+    if (st.is_dir) {
         push(c, false, ref, SP_PROBLEM_NOT_A_FILE, -1, true);
         return c->nomem;
     }
-    int64_t actual = (int64_t)st.st_size;
+    int64_t actual = st.size;
     if (ref->kind == SP_REF_SEGMENT) {
         if (ref->segment_offset < 0 || ref->size < 0 || ref->segment_offset > actual ||
             ref->size > actual - ref->segment_offset)
@@ -155,7 +163,7 @@ sp_status_t sp_verify(const sp_snapshot_t *snap, sp_verify_result_t *out, sp_err
     memset(&c, 0, sizeof c);
     c.snap = snap;
     c.r = out;
-    c.real_dir = realpath(snap->dir, NULL);
+    c.real_dir = snap->store == snap->local ? realpath(snap->dir, NULL) : NULL;
     sp_meta_visit_refs(snap->meta, check, &c);
     free(c.real_dir);
     free(c.seen);

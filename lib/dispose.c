@@ -1,0 +1,352 @@
+/*
+ * dispose.c - `sp dispose`: journal first, data files next, `_metadata`
+ * last, then the journal and the directory.  A journal found in the
+ * directory means an earlier dispose was interrupted: it is finished from
+ * the journal (the metadata may already be gone).
+ */
+#include "sp_dispose.h"
+
+#include <cjson/cJSON.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sp_record.h"
+#include "sp_snapshot.h"
+#include "strmap.h"
+
+typedef struct list {
+    sp_dispose_item_t *v;
+    uint32_t n, cap;
+} list_t;
+
+static bool push(list_t *l, const char *key, int64_t size)
+{
+    if (l->n == l->cap) {
+        uint32_t cap = l->cap ? l->cap * 2 : 32;
+        sp_dispose_item_t *v = realloc(l->v, cap * sizeof *v);
+        if (!v)
+            return false;
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n].key = strdup(key);
+    l->v[l->n].size = size;
+    return l->v[l->n++].key != NULL;
+}
+
+typedef struct dctx {
+    sp_snapshot_t *snap;
+    const sp_dispose_options_t *opts;
+    strmap_t seen;
+    list_t del, ext, unref;
+    bool nomem;
+    sp_status_t status;
+    sp_error_t *err;
+} dctx_t;
+
+static int plan_ref(const sp_ref_t *ref, void *user)
+{
+    dctx_t *c = user;
+    if (ref->kind == SP_REF_INLINE || ref->kind == SP_REF_DIRECTORY)
+        return 0;
+    char key[PATH_MAX];
+    sp_store_t *store = sp_snapshot_ref_location(c->snap, ref, key, sizeof key);
+    if (!store) {
+        /* another scheme: can only be external */
+        char shown[PATH_MAX];
+        snprintf(shown, sizeof shown, "%.*s", (int)ref->path.len, (const char *)ref->path.ptr);
+        if (strmap_get(&c->seen, shown) == UINT32_MAX) {
+            c->nomem |= !strmap_put(&c->seen, shown, 0, NULL) || !push(&c->ext, shown, ref->size);
+        }
+        return c->nomem;
+    }
+    if (strmap_get(&c->seen, key) != UINT32_MAX)
+        return 0;
+    c->nomem |= !strmap_put(&c->seen, key, 0, NULL);
+    const char *dir = c->snap->dir_key;
+    size_t dl = strlen(dir);
+    bool inside = ref->kind == SP_REF_RELATIVE || (strncmp(key, dir, dl) == 0 && key[dl] == '/');
+    int64_t size = ref->kind == SP_REF_SEGMENT ? -1 : ref->size;
+    c->nomem |= !push(inside ? &c->del : &c->ext, key, size);
+    return c->nomem;
+}
+
+static int list_unreferenced(const sp_store_entry_t *e, void *user)
+{
+    dctx_t *c = user;
+    char key[PATH_MAX];
+    snprintf(key, sizeof key, "%s/%s", c->snap->dir_key, e->key);
+    const char *base = strrchr(key, '/') + 1;
+    if (strmap_get(&c->seen, key) != UINT32_MAX || strcmp(key, c->snap->metadata_path) == 0 ||
+        strcmp(base, SP_DISPOSE_JOURNAL) == 0)
+        return 0;
+    c->nomem |= !push(&c->unref, key, e->st.size);
+    return c->nomem;
+}
+
+static sp_status_t write_journal(sp_store_t *st, const char *dir, const list_t *order, sp_error_t *err)
+{
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "sp", "dispose");
+    cJSON_AddNumberToObject(j, "schema_version", 1);
+    cJSON_AddStringToObject(j, "state", "incomplete: sp dispose of this snapshot was interrupted; run it again to finish");
+    cJSON_AddStringToObject(j, "directory", dir);
+    cJSON *a = cJSON_AddArrayToObject(j, "delete");
+    for (uint32_t i = 0; i < order->n; i++)
+        cJSON_AddItemToArray(a, cJSON_CreateString(order->v[i].key));
+    char *text = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    if (!text)
+        return sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
+    char key[PATH_MAX];
+    snprintf(key, sizeof key, "%s/%s", dir, SP_DISPOSE_JOURNAL);
+    sp_status_t s = sp_store_write_all(st, key, text, strlen(text), err);
+    if (!s && st->ops->sync)
+        s = st->ops->sync(st, key, err);
+    free(text);
+    return s;
+}
+
+static sp_status_t read_journal(sp_store_t *st, const char *dir, list_t *order, bool *found, sp_error_t *err)
+{
+    char key[PATH_MAX];
+    snprintf(key, sizeof key, "%s/%s", dir, SP_DISPOSE_JOURNAL);
+    sp_store_stat_t ss;
+    *found = false;
+    sp_status_t s = st->ops->stat(st, key, &ss, err);
+    if (s || !ss.exists)
+        return s;
+    uint8_t *buf;
+    size_t len;
+    if ((s = sp_store_read_all(st, key, 1u << 30, &buf, &len, err)))
+        return s;
+    cJSON *j = cJSON_ParseWithLength((const char *)buf, len);
+    free(buf);
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, "delete");
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(j, "directory");
+    if (!cJSON_IsArray(a) || !cJSON_IsString(d) || strcmp(d->valuestring, dir) != 0) {
+        cJSON_Delete(j);
+        sp_error_set_file(err, key);
+        return sp_error_set(err, SP_ERR_MALFORMED, SP_NO_OFFSET, "", "not a dispose journal of this directory");
+    }
+    size_t dl = strlen(dir);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, a) {
+        /* only ever paths inside the directory, whatever the journal says */
+        if (!cJSON_IsString(e) || strncmp(e->valuestring, dir, dl) != 0 || e->valuestring[dl] != '/' ||
+            strstr(e->valuestring + dl, "/../")) {
+            cJSON_Delete(j);
+            sp_error_set_file(err, key);
+            return sp_error_set(err, SP_ERR_MALFORMED, SP_NO_OFFSET, "delete", "journal names a path outside the snapshot");
+        }
+        if (!push(order, e->valuestring, -1)) {
+            cJSON_Delete(j);
+            return sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
+        }
+    }
+    cJSON_Delete(j);
+    *found = true;
+    return SP_OK;
+}
+
+/* Remove now-empty subdirectories left by nested relative paths, deepest first. */
+static void remove_subdirs(sp_store_t *st, const char *dir, const list_t *deleted)
+{
+    size_t dl = strlen(dir);
+    for (uint32_t i = 0; i < deleted->n; i++) {
+        char p[PATH_MAX];
+        snprintf(p, sizeof p, "%s", deleted->v[i].key);
+        for (char *slash = strrchr(p, '/'); slash && (size_t)(slash - p) > dl; slash = strrchr(p, '/')) {
+            *slash = '\0';
+            if (st->ops->remove_dir(st, p, NULL) != SP_OK)
+                break;
+        }
+    }
+}
+
+static sp_status_t execute(sp_store_t *st, const char *dir, const list_t *order, sp_dispose_result_t *res,
+                           sp_error_t *err)
+{
+    for (uint32_t i = 0; i < order->n; i++) {
+        sp_status_t s = st->ops->remove(st, order->v[i].key, err);
+        if (s)
+            return s;
+    }
+    remove_subdirs(st, dir, order);
+    char key[PATH_MAX + sizeof SP_DISPOSE_JOURNAL + 1];
+    snprintf(key, sizeof key, "%s/%s", dir, SP_DISPOSE_JOURNAL);
+    sp_status_t s = st->ops->remove(st, key, err);
+    if (s)
+        return s;
+    res->directory_removed = st->ops->remove_dir(st, dir, NULL) == SP_OK;
+    return SP_OK;
+}
+
+static void take(list_t *l, uint32_t *n, sp_dispose_item_t **v)
+{
+    *n = l->n;
+    *v = l->v;
+    memset(l, 0, sizeof *l);
+}
+
+static void free_list(list_t *l)
+{
+    for (uint32_t i = 0; i < l->n; i++)
+        free(l->v[i].key);
+    free(l->v);
+    memset(l, 0, sizeof *l);
+}
+
+static sp_status_t dispose_archive(const sp_location_t *loc, const sp_dispose_options_t *opts,
+                                   sp_dispose_result_t *res, sp_error_t *err)
+{
+    if (loc->key[0])
+        return sp_error_set(err, SP_ERR_INVALID, SP_NO_OFFSET, "location",
+                            "a folder inside an archive cannot be deleted; dispose of the whole archive");
+    /* it must be a snapshot archive: open it */
+    sp_snapshot_t *snap;
+    sp_status_t s = sp_snapshot_open(loc->store_location, 0, &snap, err);
+    if (s)
+        return s;
+    sp_snapshot_close(snap);
+    if ((s = sp_record_check_delete(loc->store_location, opts->force, err)))
+        return s;
+    res->directory = strdup(loc->store_location);
+    list_t del = {0};
+    sp_store_t *local;
+    if ((s = sp_store_open_local(&local, err)))
+        return s;
+    sp_store_stat_t ss;
+    local->ops->stat(local, loc->store_location, &ss, NULL);
+    push(&del, loc->store_location, ss.size);
+    res->bytes = ss.size > 0 ? (uint64_t)ss.size : 0;
+    if (!opts->dry_run) {
+        s = local->ops->remove(local, loc->store_location, err);
+        res->directory_removed = s == SP_OK;
+    }
+    sp_store_close(local);
+    take(&del, &res->n_deleted, &res->deleted);
+    return s;
+}
+
+sp_status_t sp_dispose(const char *location, const sp_dispose_options_t *opts, sp_dispose_result_t *res,
+                       sp_error_t *err)
+{
+    memset(res, 0, sizeof *res);
+    sp_dispose_options_t defaults = {0};
+    if (!opts)
+        opts = &defaults;
+    sp_location_t loc;
+    sp_status_t s = sp_location_parse(location, &loc, err);
+    if (s)
+        return s;
+    if (loc.kind == SP_LOC_ARCHIVE) {
+        s = dispose_archive(&loc, opts, res, err);
+        sp_location_free(&loc);
+        return s;
+    }
+    if (loc.kind != SP_LOC_LOCAL) {
+        sp_location_free(&loc);
+        return sp_error_set(err, SP_ERR_INVALID, SP_NO_OFFSET, "location", "%s: not supported yet", location);
+    }
+    sp_store_t *st;
+    if ((s = sp_store_open_local(&st, err))) {
+        sp_location_free(&loc);
+        return s;
+    }
+    /* the directory: the location itself, or the parent of a metadata file */
+    char dir[PATH_MAX];
+    sp_store_stat_t ls;
+    snprintf(dir, sizeof dir, "%s", loc.key);
+    sp_location_free(&loc);
+    if ((s = st->ops->stat(st, dir, &ls, err)))
+        goto out;
+    if (ls.exists && !ls.is_dir) {
+        char *slash = strrchr(dir, '/');
+        if (slash && slash != dir)
+            *slash = '\0';
+    } else if (!ls.exists) {
+        sp_error_set_file(err, dir);
+        s = sp_error_set(err, SP_ERR_NOT_FOUND, SP_NO_OFFSET, "", "no such snapshot");
+        goto out;
+    } else if (ls.is_symlink) {
+        sp_error_set_file(err, dir);
+        s = sp_error_set(err, SP_ERR_REFUSED, SP_NO_OFFSET, "", "the snapshot directory is a symbolic link; not following it");
+        goto out;
+    }
+    res->directory = strdup(dir);
+
+    list_t order = {0};
+    bool found;
+    if ((s = read_journal(st, dir, &order, &found, err)))
+        goto out;
+    if (found) {
+        res->resumed = true;
+        if (!opts->dry_run)
+            s = execute(st, dir, &order, res, err);
+        take(&order, &res->n_deleted, &res->deleted);
+        goto out;
+    }
+
+    if ((s = sp_record_check_delete(dir, opts->force, err)))
+        goto out;
+    sp_snapshot_t *snap;
+    if ((s = sp_snapshot_open(dir, 0, &snap, err)))
+        goto out;
+    dctx_t c;
+    memset(&c, 0, sizeof c);
+    c.snap = snap;
+    c.opts = opts;
+    c.err = err;
+    sp_meta_visit_refs(snap->meta, plan_ref, &c);
+    if (!c.nomem)
+        st->ops->list(st, snap->dir_key, list_unreferenced, &c, NULL);
+    if (c.nomem) {
+        s = sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
+    } else {
+        for (uint32_t i = 0; i < c.del.n; i++)
+            res->bytes += c.del.v[i].size > 0 ? (uint64_t)c.del.v[i].size : 0;
+        /* order: referenced data, then what was asked for, then _metadata */
+        if (opts->include_unreferenced)
+            for (uint32_t i = 0; i < c.unref.n && !c.nomem; i++)
+                c.nomem |= !push(&c.del, c.unref.v[i].key, c.unref.v[i].size);
+        if (opts->include_external)
+            for (uint32_t i = 0; i < c.ext.n && !c.nomem; i++)
+                if (c.ext.v[i].key[0] == '/')
+                    c.nomem |= !push(&c.del, c.ext.v[i].key, c.ext.v[i].size);
+        c.nomem |= !push(&c.del, snap->metadata_path, (int64_t)snap->size);
+        res->bytes += snap->size;
+        if (c.nomem)
+            s = sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
+    }
+    if (!s && !opts->dry_run) {
+        s = write_journal(st, dir, &c.del, err);
+        if (!s)
+            s = execute(st, dir, &c.del, res, err);
+    }
+    take(&c.del, &res->n_deleted, &res->deleted);
+    take(&c.ext, &res->n_external, &res->external);
+    take(&c.unref, &res->n_unreferenced, &res->unreferenced);
+    strmap_free(&c.seen);
+    sp_snapshot_close(snap);
+out:
+    sp_store_close(st);
+    return s;
+}
+
+void sp_dispose_result_free(sp_dispose_result_t *r)
+{
+    if (!r)
+        return;
+    list_t l;
+    l = (list_t){r->deleted, r->n_deleted, r->n_deleted};
+    free_list(&l);
+    l = (list_t){r->external, r->n_external, r->n_external};
+    free_list(&l);
+    l = (list_t){r->unreferenced, r->n_unreferenced, r->n_unreferenced};
+    free_list(&l);
+    free(r->directory);
+    memset(r, 0, sizeof *r);
+}

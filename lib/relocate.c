@@ -1,0 +1,829 @@
+/*
+ * relocate.c - plan and carry out `sp relocate`: copy (or move) every file a
+ * snapshot references to a new location, rewrite the handles that must
+ * change, write the new `_metadata` (last for directories, first for
+ * archives, which become visible only as a whole), verify the result, and
+ * only then delete the source's own files.
+ */
+#define _GNU_SOURCE
+#include "sp_relocate.h"
+
+#include <cjson/cJSON.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sp_dispose.h"
+#include "sp_verify.h"
+#include "strmap.h"
+
+typedef struct plan_priv {
+    strmap_t by_src;         /* "L:" / "S:" + src key -> file index */
+    strmap_t by_dst;         /* dst_rel -> file index */
+    sp_location_t dst;       /* parsed destination */
+    char *dst_dir_key;       /* destination directory as a key of the destination store */
+} plan_priv_t;
+
+static char *xstrdup(const char *s)
+{
+    char *p = strdup(s ? s : "");
+    return p;
+}
+
+static char *join_key(const char *dir, const char *rel)
+{
+    size_t n = strlen(dir) + strlen(rel) + 2;
+    char *k = malloc(n);
+    if (k)
+        snprintf(k, n, "%s%s%s", dir, dir[0] && rel[0] ? "/" : "", rel);
+    return k;
+}
+
+static const char *base_name(const char *p)
+{
+    const char *s = strrchr(p, '/');
+    return s ? s + 1 : p;
+}
+
+/* ------------------------------------------------------------------ */
+/* planning                                                            */
+/* ------------------------------------------------------------------ */
+
+typedef struct pctx {
+    sp_snapshot_t *snap;
+    sp_relocate_plan_t *plan;
+    plan_priv_t *pv;
+    uint32_t cap;
+    sp_status_t status;
+    sp_error_t *err;
+} pctx_t;
+
+static sp_relocate_file_t *add_file(pctx_t *c, const char *src_key, bool src_local, int64_t size, bool external,
+                                    bool unreferenced, uint32_t *index_out)
+{
+    char tagged[PATH_MAX + 4];
+    snprintf(tagged, sizeof tagged, "%c:%s", src_local ? 'L' : 'S', src_key);
+    uint32_t existing;
+    if (!strmap_put(&c->pv->by_src, tagged, c->plan->n_files, &existing))
+        return NULL;
+    if (existing != UINT32_MAX) {
+        c->plan->files[existing].references++;
+        *index_out = existing;
+        return &c->plan->files[existing];
+    }
+    if (c->plan->n_files == c->cap) {
+        uint32_t ncap = c->cap ? c->cap * 2 : 64;
+        sp_relocate_file_t *nf = realloc(c->plan->files, ncap * sizeof *nf);
+        if (!nf)
+            return NULL;
+        c->plan->files = nf;
+        c->cap = ncap;
+    }
+    sp_relocate_file_t *f = &c->plan->files[c->plan->n_files];
+    memset(f, 0, sizeof *f);
+    f->src_key = xstrdup(src_key);
+    f->src_local = src_local;
+    f->size = size;
+    f->external = external;
+    f->unreferenced = unreferenced;
+    f->references = unreferenced ? 0 : 1;
+    *index_out = c->plan->n_files++;
+    return f->src_key ? f : NULL;
+}
+
+/* Choose the destination name: the relative place for files inside the
+ * source directory, the base name (made unique) for gathered files. */
+static bool assign_dst(pctx_t *c, uint32_t idx, const char *wanted)
+{
+    sp_relocate_file_t *f = &c->plan->files[idx];
+    if (f->dst_rel)
+        return true;
+    char name[PATH_MAX];
+    snprintf(name, sizeof name, "%s", wanted);
+    for (unsigned n = 1;; n++) {
+        uint32_t existing;
+        if (!strmap_put(&c->pv->by_dst, name, idx, &existing))
+            return false;
+        if (existing == UINT32_MAX || existing == idx)
+            break;
+        snprintf(name, sizeof name, "ext-%u-%s", n, base_name(wanted));
+    }
+    f->dst_rel = xstrdup(name);
+    return f->dst_rel != NULL;
+}
+
+static int plan_ref(const sp_ref_t *ref, void *user)
+{
+    pctx_t *c = user;
+    if (ref->kind == SP_REF_INLINE)
+        return 0;
+    if (ref->kind == SP_REF_DIRECTORY)
+        return 0; /* file-merging directories: recreated by their segments' files */
+    char key[PATH_MAX];
+    sp_store_t *store = sp_snapshot_ref_location(c->snap, ref, key, sizeof key);
+    if (!store) {
+        c->status = sp_error_set(c->err, SP_ERR_INVALID, ref->handle ? ref->handle->offset : SP_NO_OFFSET, "path",
+                                 "cannot read the referenced file \"%.*s\": only local paths and file: URIs are "
+                                 "supported by this build",
+                                 (int)ref->path.len, (const char *)ref->path.ptr);
+        return 1;
+    }
+    /* an absolute reference from a snapshot inside an archive reads the local file system */
+    bool src_local = store == c->snap->local && c->snap->store != c->snap->local;
+    const char *dir = c->snap->dir_key;
+    size_t dl = strlen(dir);
+    bool inside = ref->kind == SP_REF_RELATIVE ||
+                  (c->snap->store == c->snap->local && strncmp(key, dir, dl) == 0 && key[dl] == '/');
+    sp_store_stat_t st;
+    sp_status_t s = store->ops->stat(store, key, &st, c->err);
+    if (s) {
+        c->status = s;
+        return 1;
+    }
+    if (!st.exists || st.is_dir) {
+        sp_error_set_file(c->err, key);
+        c->status = sp_error_set(c->err, SP_ERR_NOT_FOUND, SP_NO_OFFSET, "",
+                                 "referenced file is missing; run sp verify, nothing was copied");
+        return 1;
+    }
+    if (st.is_symlink) {
+        sp_error_set_file(c->err, key);
+        c->status = sp_error_set(c->err, SP_ERR_REFUSED, SP_NO_OFFSET, "",
+                                 "referenced file is a symbolic link; sp does not follow links out of a snapshot");
+        return 1;
+    }
+    if (ref->kind != SP_REF_SEGMENT && ref->size >= 0 && st.size != ref->size) {
+        sp_error_set_file(c->err, key);
+        c->status = sp_error_set(c->err, SP_ERR_REFUSED, SP_NO_OFFSET, "",
+                                 "file has %lld bytes but the metadata records %lld; run sp verify, nothing was copied",
+                                 (long long)st.size, (long long)ref->size);
+        return 1;
+    }
+    uint32_t idx;
+    sp_relocate_file_t *f = add_file(c, key, src_local, st.size, !inside, false, &idx);
+    if (!f) {
+        c->status = sp_error_set(c->err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
+        return 1;
+    }
+    if (!f->dst_rel && !assign_dst(c, idx, inside ? key + (ref->kind == SP_REF_RELATIVE ? (dl ? dl + 1 : 0) : dl + 1)
+                                                  : base_name(key))) {
+        c->status = sp_error_set(c->err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
+        return 1;
+    }
+    if (ref->kind != SP_REF_RELATIVE)
+        c->plan->rewrites++;
+    return 0;
+}
+
+typedef struct uctx {
+    pctx_t *c;
+    const char *dir;
+} uctx_t;
+
+static int plan_unreferenced(const sp_store_entry_t *e, void *user)
+{
+    uctx_t *u = user;
+    pctx_t *c = u->c;
+    char *key = join_key(u->dir, e->key);
+    char tagged[PATH_MAX + 4];
+    if (!key)
+        return 1;
+    snprintf(tagged, sizeof tagged, "S:%s", key);
+    const char *name = base_name(e->key);
+    bool ours = strcmp(e->key, "_metadata") == 0 || strcmp(name, SP_RELOCATE_JOURNAL) == 0 ||
+                strcmp(name, SP_DISPOSE_JOURNAL) == 0 || strstr(name, ".sp-tmp-") != NULL ||
+                (c->snap->metadata_path && strcmp(key, c->snap->metadata_path) == 0);
+    if (!ours && strmap_get(&c->pv->by_src, tagged) == UINT32_MAX) {
+        char **nu = realloc(c->plan->unreferenced, (c->plan->n_unreferenced + 1) * sizeof *nu);
+        if (!nu) {
+            free(key);
+            return 1;
+        }
+        c->plan->unreferenced = nu;
+        nu[c->plan->n_unreferenced++] = xstrdup(key);
+    }
+    free(key);
+    return 0;
+}
+
+static sp_status_t journal_matches(sp_store_t *dst, const char *dst_dir, const sp_snapshot_t *snap, bool *matches,
+                                   sp_error_t *err)
+{
+    *matches = false;
+    char *jkey = join_key(dst_dir, SP_RELOCATE_JOURNAL);
+    uint8_t *buf;
+    size_t len;
+    sp_store_stat_t st;
+    sp_status_t s = dst->ops->stat(dst, jkey, &st, err);
+    if (!s && st.exists && sp_store_read_all(dst, jkey, 1 << 26, &buf, &len, NULL) == SP_OK) {
+        cJSON *j = cJSON_ParseWithLength((const char *)buf, len);
+        const cJSON *src = cJSON_GetObjectItemCaseSensitive(j, "source_metadata");
+        const cJSON *cp = cJSON_GetObjectItemCaseSensitive(j, "checkpoint_id");
+        const cJSON *sz = cJSON_GetObjectItemCaseSensitive(j, "source_metadata_bytes");
+        *matches = cJSON_IsString(src) && strcmp(src->valuestring, snap->metadata_path) == 0 && cJSON_IsNumber(cp) &&
+                   (int64_t)cp->valuedouble == snap->meta->checkpoint_id && cJSON_IsNumber(sz) &&
+                   (size_t)sz->valuedouble == snap->size;
+        cJSON_Delete(j);
+        free(buf);
+    }
+    free(jkey);
+    return s;
+}
+
+sp_status_t sp_relocate_plan(sp_snapshot_t *snap, const char *dst, const sp_relocate_options_t *opts,
+                             sp_relocate_plan_t *plan, sp_error_t *err)
+{
+    memset(plan, 0, sizeof *plan);
+    plan_priv_t *pv = calloc(1, sizeof *pv);
+    if (!pv)
+        return sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
+    plan->priv_ = pv;
+    plan->dst_display = xstrdup(dst);
+    sp_status_t s = sp_location_parse(dst, &pv->dst, err);
+    if (s)
+        return s;
+    if (pv->dst.kind == SP_LOC_S3)
+        return sp_error_set(err, SP_ERR_INVALID, SP_NO_OFFSET, "destination", "s3:// destinations are not supported yet");
+    plan->archive = pv->dst.kind == SP_LOC_ARCHIVE;
+    pv->dst_dir_key = xstrdup(pv->dst.key);
+
+    /* the destination must be new (or an unfinished run of this relocation) */
+    sp_store_t *local;
+    if ((s = sp_store_open_local(&local, err)))
+        return s;
+    sp_store_stat_t st;
+    const char *probe = plan->archive ? pv->dst.store_location : pv->dst.key;
+    s = local->ops->stat(local, probe, &st, err);
+    if (!s && st.exists) {
+        bool resume = false;
+        if (!plan->archive && st.is_dir)
+            s = journal_matches(local, pv->dst.key, snap, &resume, err);
+        if (!s && !resume) {
+            sp_error_set_file(err, probe);
+            s = sp_error_set(err, SP_ERR_REFUSED, SP_NO_OFFSET, "",
+                             "the destination already exists; relocate writes only to a new location");
+        }
+        plan->resume = resume;
+    }
+    sp_store_close(local);
+    if (s)
+        return s;
+    if (!plan->archive && snap->store == snap->local) {
+        size_t dl = strlen(snap->dir_key);
+        if (strcmp(pv->dst.key, snap->dir_key) == 0 ||
+            (strncmp(pv->dst.key, snap->dir_key, dl) == 0 && pv->dst.key[dl] == '/'))
+            return sp_error_set(err, SP_ERR_REFUSED, SP_NO_OFFSET, "destination",
+                                "the destination lies inside the source snapshot");
+    }
+
+    pctx_t c = {snap, plan, pv, 0, SP_OK, err};
+    if (sp_meta_visit_refs(snap->meta, plan_ref, &c))
+        return c.status ? c.status : SP_ERR_NOMEM;
+    /* unreferenced files of the source directory */
+    uctx_t u = {&c, snap->dir_key};
+    if (snap->store->ops->list) {
+        s = snap->store->ops->list(snap->store, snap->dir_key, plan_unreferenced, &u, err);
+        if (s)
+            return s;
+    }
+    if (opts && opts->include_unreferenced) {
+        for (uint32_t i = 0; i < plan->n_unreferenced; i++) {
+            sp_store_stat_t us;
+            uint32_t idx;
+            if (snap->store->ops->stat(snap->store, plan->unreferenced[i], &us, err))
+                return err ? err->code : SP_ERR_IO;
+            if (!add_file(&c, plan->unreferenced[i], false, us.size, false, true, &idx) ||
+                !assign_dst(&c, idx, plan->unreferenced[i] + strlen(snap->dir_key) + (snap->dir_key[0] ? 1 : 0)))
+                return sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
+        }
+    }
+    for (uint32_t i = 0; i < plan->n_files; i++)
+        plan->total_bytes += plan->files[i].size > 0 ? (uint64_t)plan->files[i].size : 0;
+    if (opts && opts->move && !plan->archive && snap->store == snap->local && !plan->resume) {
+        /* one rename moves everything when nothing comes from outside and nothing would be left behind */
+        bool gathered = false;
+        for (uint32_t i = 0; i < plan->n_files && !gathered; i++)
+            gathered = plan->files[i].external;
+        sp_store_stat_t ds;
+        char *parent = xstrdup(pv->dst.key);
+        char *slash = parent ? strrchr(parent, '/') : NULL;
+        if (slash && slash != parent)
+            *slash = '\0';
+        bool same_dev = false;
+        sp_store_stat_t ss;
+        if (parent && snap->local->ops->stat(snap->local, parent, &ds, NULL) == SP_OK && ds.exists &&
+            snap->local->ops->stat(snap->local, snap->dir_key, &ss, NULL) == SP_OK)
+            same_dev = ds.device == ss.device;
+        free(parent);
+        plan->rename_whole = same_dev && !gathered && (plan->n_unreferenced == 0 || opts->include_unreferenced);
+    }
+    return SP_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* rewriting the model                                                 */
+/* ------------------------------------------------------------------ */
+
+typedef struct rctx {
+    sp_snapshot_t *snap;
+    sp_relocate_plan_t *plan;
+    const char *dst_abs;     /* absolute destination directory (for V0-V2 and segments) */
+    sp_status_t status;
+    sp_error_t *err;
+} rctx_t;
+
+static int rewrite_ref(const sp_ref_t *ref, void *user)
+{
+    rctx_t *c = user;
+    if (ref->kind == SP_REF_INLINE || ref->kind == SP_REF_RELATIVE || ref->kind == SP_REF_DIRECTORY || !ref->handle)
+        return 0;
+    plan_priv_t *pv = c->plan->priv_;
+    char key[PATH_MAX], tagged[PATH_MAX + 4];
+    sp_store_t *store = sp_snapshot_ref_location(c->snap, ref, key, sizeof key);
+    bool src_local = store == c->snap->local && c->snap->store != c->snap->local;
+    snprintf(tagged, sizeof tagged, "%c:%s", src_local ? 'L' : 'S', key);
+    uint32_t idx = strmap_get(&pv->by_src, tagged);
+    if (idx == UINT32_MAX)
+        return 0;
+    const sp_relocate_file_t *f = &c->plan->files[idx];
+    sp_metadata_t *m = c->snap->meta;
+    sp_handle_t *h = ref->handle;
+    if (ref->kind == SP_REF_ABSOLUTE && m->version >= 3) {
+        /* FileStateHandle -> RelativeFileStateHandle, as Flink writes exclusive files */
+        int64_t size = h->u.file.size >= 0 ? h->u.file.size : f->size;
+        h->tag = SP_TAG_RELATIVE;
+        h->u.relative.path = sp_meta_str(m, f->dst_rel, strlen(f->dst_rel));
+        h->u.relative.size = size;
+        return 0;
+    }
+    if (!c->dst_abs) {
+        c->status = sp_error_set(c->err, SP_ERR_INVALID, h->offset, "path",
+                                 "%s cannot be rewritten as a relative reference in metadata version %d; relocate to "
+                                 "a directory instead of an archive",
+                                 ref->kind == SP_REF_SEGMENT ? "a file-merging segment" : "an absolute reference",
+                                 m->version);
+        return 1;
+    }
+    char path[PATH_MAX * 2];
+    snprintf(path, sizeof path, "file:%s/%s", c->dst_abs, f->dst_rel);
+    if (ref->kind == SP_REF_SEGMENT)
+        h->u.segment.path = sp_meta_str(m, path, strlen(path));
+    else
+        h->u.file.path = sp_meta_str(m, path, strlen(path));
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* copying                                                             */
+/* ------------------------------------------------------------------ */
+
+typedef struct job {
+    sp_snapshot_t *snap;
+    sp_relocate_plan_t *plan;
+    const sp_relocate_options_t *opts;
+    sp_store_t *dst;
+    const char *dst_dir;
+    pthread_mutex_t lock;
+    uint32_t next;
+    uint64_t done_bytes, copied, skipped;
+    sp_status_t status;
+    sp_error_t err;
+} job_t;
+
+static sp_status_t same_content(sp_store_t *a, const char *ka, sp_store_t *b, const char *kb, sp_error_t *err)
+{
+    sp_store_reader_t *ra, *rb;
+    sp_status_t s = a->ops->open_read(a, ka, &ra, err);
+    if (s)
+        return s;
+    if ((s = b->ops->open_read(b, kb, &rb, err))) {
+        a->ops->close_read(ra);
+        return s;
+    }
+    enum { N = 1 << 20 };
+    uint8_t *x = malloc(N), *y = malloc(N);
+    size_t xl = 0, yl = 0;
+    while (!s && x && y) {
+        size_t gx, gy;
+        if ((s = a->ops->read(ra, x + xl, N - xl, &gx, err)) || (s = b->ops->read(rb, y + yl, N - yl, &gy, err)))
+            break;
+        xl += gx;
+        yl += gy;
+        size_t n = xl < yl ? xl : yl;
+        if (memcmp(x, y, n) != 0) {
+            sp_error_set_file(err, kb);
+            s = sp_error_set(err, SP_ERR_IO, SP_NO_OFFSET, "", "the copy differs from its source %s", ka);
+            break;
+        }
+        memmove(x, x + n, xl - n);
+        memmove(y, y + n, yl - n);
+        xl -= n;
+        yl -= n;
+        if (gx == 0 && gy == 0) {
+            if (xl || yl) {
+                sp_error_set_file(err, kb);
+                s = sp_error_set(err, SP_ERR_IO, SP_NO_OFFSET, "", "the copy differs in length from %s", ka);
+            }
+            break;
+        }
+    }
+    if (!x || !y)
+        s = sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
+    free(x);
+    free(y);
+    a->ops->close_read(ra);
+    b->ops->close_read(rb);
+    return s;
+}
+
+static sp_status_t copy_one(job_t *j, uint32_t i, sp_error_t *err, bool *skipped)
+{
+    const sp_relocate_file_t *f = &j->plan->files[i];
+    sp_store_t *src = f->src_local ? j->snap->local : j->snap->store;
+    char *dkey = join_key(j->dst_dir, f->dst_rel);
+    if (!dkey)
+        return sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
+    sp_store_stat_t st;
+    sp_status_t s = SP_OK;
+    *skipped = false;
+    if (j->plan->resume && j->dst->ops->stat(j->dst, dkey, &st, NULL) == SP_OK && st.exists && st.size == f->size)
+        *skipped = true; /* complete from an earlier run (it was renamed into place only when whole) */
+    else
+        s = sp_store_copy(src, f->src_key, j->dst, dkey, NULL, err);
+    if (!s && !j->plan->archive) {
+        s = j->dst->ops->stat(j->dst, dkey, &st, err);
+        if (!s && (!st.exists || st.size != f->size)) {
+            sp_error_set_file(err, dkey);
+            s = sp_error_set(err, SP_ERR_IO, SP_NO_OFFSET, "", "the copy has %lld bytes, expected %lld",
+                             (long long)st.size, (long long)f->size);
+        }
+        if (!s && j->opts->checksum)
+            s = same_content(src, f->src_key, j->dst, dkey, err);
+    }
+    free(dkey);
+    return s;
+}
+
+static void progress(job_t *j, uint64_t bytes, bool skipped)
+{
+    pthread_mutex_lock(&j->lock);
+    j->done_bytes += bytes;
+    if (skipped)
+        j->skipped++;
+    else
+        j->copied++;
+    if (j->opts->progress)
+        j->opts->progress(j->done_bytes, j->plan->total_bytes, j->opts->progress_user);
+    pthread_mutex_unlock(&j->lock);
+}
+
+static void *worker(void *arg)
+{
+    job_t *j = arg;
+    for (;;) {
+        pthread_mutex_lock(&j->lock);
+        uint32_t i = j->status ? j->plan->n_files : j->next++;
+        pthread_mutex_unlock(&j->lock);
+        if (i >= j->plan->n_files)
+            break;
+        sp_error_t e;
+        sp_error_clear(&e);
+        bool skipped;
+        sp_status_t s = copy_one(j, i, &e, &skipped);
+        if (s) {
+            pthread_mutex_lock(&j->lock);
+            if (!j->status) {
+                j->status = s;
+                j->err = e;
+            }
+            pthread_mutex_unlock(&j->lock);
+            break;
+        }
+        progress(j, j->plan->files[i].size > 0 ? (uint64_t)j->plan->files[i].size : 0, skipped);
+    }
+    return NULL;
+}
+
+static sp_status_t copy_parallel(job_t *j, sp_error_t *err)
+{
+    int n = j->opts->jobs > 0 ? j->opts->jobs : 4;
+    if (j->plan->archive)
+        n = 1; /* an archive is written one entry after another */
+    if ((uint32_t)n > j->plan->n_files)
+        n = j->plan->n_files ? (int)j->plan->n_files : 1;
+    pthread_t *t = calloc((size_t)n, sizeof *t);
+    if (!t)
+        return sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
+    int started = 0;
+    if (n == 1) {
+        worker(j);
+    } else {
+        for (; started < n; started++)
+            if (pthread_create(&t[started], NULL, worker, j) != 0)
+                break;
+        if (started == 0)
+            worker(j);
+        for (int i = 0; i < started; i++)
+            pthread_join(t[i], NULL);
+    }
+    free(t);
+    if (j->status && err)
+        *err = j->err;
+    return j->status;
+}
+
+/* Archives are read in one pass: copy each planned entry as it comes by. */
+typedef struct scanctx {
+    job_t *j;
+    strmap_t wanted; /* src key -> file index */
+} scanctx_t;
+
+static int scan_entry(const sp_store_entry_t *e, sp_store_reader_t *r, void *user)
+{
+    scanctx_t *sc = user;
+    job_t *j = sc->j;
+    uint32_t i = strmap_get(&sc->wanted, e->key);
+    if (i == UINT32_MAX)
+        return 0;
+    const sp_relocate_file_t *f = &j->plan->files[i];
+    char *dkey = join_key(j->dst_dir, f->dst_rel);
+    sp_store_writer_t *w;
+    sp_status_t s = dkey ? j->dst->ops->open_write(j->dst, dkey, f->size, &w, &j->err)
+                         : sp_error_set(&j->err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
+    enum { N = 1 << 20 };
+    uint8_t *buf = malloc(N);
+    while (!s) {
+        size_t got;
+        s = j->snap->store->ops->read(r, buf, N, &got, &j->err);
+        if (s || got == 0)
+            break;
+        s = j->dst->ops->write(w, buf, got, &j->err);
+    }
+    free(buf);
+    if (!s)
+        s = j->dst->ops->commit(w, &j->err);
+    else if (dkey)
+        j->dst->ops->abort(w);
+    free(dkey);
+    if (s) {
+        j->status = s;
+        return 1;
+    }
+    progress(j, f->size > 0 ? (uint64_t)f->size : 0, false);
+    return 0;
+}
+
+static sp_status_t copy_from_scan(job_t *j, sp_error_t *err)
+{
+    scanctx_t sc = {j, {0}};
+    for (uint32_t i = 0; i < j->plan->n_files; i++) {
+        if (j->plan->files[i].src_local) {
+            /* external local files referenced from inside an archive */
+            bool skipped;
+            sp_status_t s = copy_one(j, i, err, &skipped);
+            if (s)
+                return s;
+            progress(j, (uint64_t)j->plan->files[i].size, skipped);
+        } else if (!strmap_put(&sc.wanted, j->plan->files[i].src_key, i, NULL)) {
+            strmap_free(&sc.wanted);
+            return sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
+        }
+    }
+    sp_status_t s = j->snap->store->ops->scan(j->snap->store, scan_entry, &sc, err);
+    strmap_free(&sc.wanted);
+    if (!s && j->status) {
+        s = j->status;
+        if (err)
+            *err = j->err;
+    }
+    if (!s && j->copied + j->skipped < j->plan->n_files)
+        s = sp_error_set(err, SP_ERR_IO, SP_NO_OFFSET, "", "%llu referenced entries were not found in the archive",
+                         (unsigned long long)(j->plan->n_files - j->copied - j->skipped));
+    return s;
+}
+
+/* ------------------------------------------------------------------ */
+/* running                                                             */
+/* ------------------------------------------------------------------ */
+
+static sp_status_t write_journal(sp_store_t *dst, const char *dst_dir, const sp_snapshot_t *snap,
+                                 const sp_relocate_plan_t *plan, sp_error_t *err)
+{
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "sp", "relocate");
+    cJSON_AddNumberToObject(j, "schema_version", 1);
+    cJSON_AddStringToObject(j, "state", "incomplete: a relocation into this directory has not finished; "
+                                         "run the same sp relocate command again to finish it");
+    cJSON_AddStringToObject(j, "source", snap->location);
+    cJSON_AddStringToObject(j, "source_metadata", snap->metadata_path);
+    cJSON_AddNumberToObject(j, "source_metadata_bytes", (double)snap->size);
+    cJSON_AddNumberToObject(j, "checkpoint_id", (double)snap->meta->checkpoint_id);
+    cJSON_AddNumberToObject(j, "files", plan->n_files);
+    cJSON_AddNumberToObject(j, "bytes", (double)plan->total_bytes);
+    char *text = cJSON_Print(j);
+    cJSON_Delete(j);
+    if (!text)
+        return sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
+    char *key = join_key(dst_dir, SP_RELOCATE_JOURNAL);
+    sp_status_t s = key ? sp_store_write_all(dst, key, text, strlen(text), err)
+                        : sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
+    free(key);
+    free(text);
+    return s;
+}
+
+static sp_status_t verify_destination(const char *location, uint64_t *problems, sp_error_t *err)
+{
+    sp_snapshot_t *d;
+    sp_status_t s = sp_snapshot_open(location, 0, &d, err);
+    if (s)
+        return s;
+    sp_verify_result_t vr;
+    s = sp_verify(d, &vr, err);
+    if (!s) {
+        *problems = vr.n_problems;
+        if (vr.n_problems) {
+            char key[PATH_MAX];
+            sp_store_t *st = sp_snapshot_ref_location(d, &vr.problems[0].ref, key, sizeof key);
+            sp_error_set_file(err, st ? key : location);
+            s = sp_error_set(err, SP_ERR_IO, SP_NO_OFFSET, "", "the destination does not verify: %u problem%s (%s)",
+                             vr.n_problems, vr.n_problems == 1 ? "" : "s", sp_problem_name(vr.problems[0].problem));
+        }
+        sp_verify_result_free(&vr);
+    }
+    sp_snapshot_close(d);
+    return s;
+}
+
+static sp_status_t finish_move(sp_snapshot_t *snap, sp_relocate_result_t *res, sp_error_t *err)
+{
+    sp_dispose_options_t dopts = {0};
+    sp_dispose_result_t dres;
+    char *loc = xstrdup(snap->dir);
+    bool archive = snap->store != snap->local;
+    if (archive) {
+        free(loc);
+        loc = xstrdup(snap->store->location);
+    }
+    sp_status_t s = sp_dispose(loc, &dopts, &dres, err);
+    free(loc);
+    if (!s)
+        res->source_deleted = true;
+    sp_dispose_result_free(&dres);
+    return s;
+}
+
+sp_status_t sp_relocate_run(sp_snapshot_t *snap, sp_relocate_plan_t *plan, const sp_relocate_options_t *opts,
+                            sp_relocate_result_t *res, sp_error_t *err)
+{
+    memset(res, 0, sizeof *res);
+    plan_priv_t *pv = plan->priv_;
+    sp_relocate_options_t defaults = {0};
+    if (!opts)
+        opts = &defaults;
+    sp_status_t s;
+
+    if (plan->rename_whole) {
+        /* --move on one file system: the directory itself moves, in constant time */
+        if ((s = snap->local->ops->rename(snap->local, snap->dir_key, pv->dst.key, err)))
+            return s;
+        if (plan->rewrites) {
+            /* absolute references into the old directory now point at the new one */
+            char *old_dir = snap->dir_key;
+            rctx_t rc = {snap, plan, pv->dst.key, SP_OK, err};
+            if (sp_meta_visit_refs(snap->meta, rewrite_ref, &rc))
+                return rc.status;
+            uint8_t *bytes;
+            size_t len;
+            if ((s = sp_meta_encode(snap->meta, &bytes, &len, err)))
+                return s;
+            char *mkey = join_key(pv->dst.key, "_metadata");
+            s = snap->local->ops->sync(snap->local, pv->dst.key, err);
+            if (!s)
+                s = sp_store_write_all(snap->local, mkey, bytes, len, err);
+            if (!s)
+                s = snap->local->ops->sync(snap->local, pv->dst.key, err);
+            free(mkey);
+            free(bytes);
+            (void)old_dir;
+            if (s)
+                return s;
+        }
+        uint64_t problems = 0;
+        if ((s = verify_destination(pv->dst.key, &problems, err)))
+            return s;
+        res->files_copied = 0;
+        res->bytes_copied = 0;
+        res->source_deleted = true;
+        res->metadata_location = join_key(pv->dst.key, "_metadata");
+        return SP_OK;
+    }
+
+    /* the new metadata, checked by decoding it before anything is written */
+    rctx_t rc = {snap, plan, plan->archive ? NULL : pv->dst.key, SP_OK, err};
+    if (sp_meta_visit_refs(snap->meta, rewrite_ref, &rc))
+        return rc.status;
+    uint8_t *bytes;
+    size_t len;
+    if ((s = sp_meta_encode(snap->meta, &bytes, &len, err)))
+        return s;
+    sp_metadata_t *check;
+    if ((s = sp_meta_decode(bytes, len, NULL, &check, err))) {
+        free(bytes);
+        return s;
+    }
+    sp_meta_free(check);
+
+    sp_store_t *dst;
+    if ((s = sp_store_open_location(&pv->dst, true, opts->zstd_threads, &dst, err))) {
+        free(bytes);
+        return s;
+    }
+    const char *dst_dir = plan->archive ? pv->dst.key : pv->dst.key;
+    char *mkey = join_key(dst_dir, "_metadata");
+    job_t j;
+    memset(&j, 0, sizeof j);
+    j.snap = snap;
+    j.plan = plan;
+    j.opts = opts;
+    j.dst = dst;
+    j.dst_dir = dst_dir;
+    pthread_mutex_init(&j.lock, NULL);
+
+    if (plan->archive) {
+        /* an archive becomes visible only when finished: metadata first, so readers find it in one pass */
+        s = sp_store_write_all(dst, mkey, bytes, len, err);
+    } else {
+        s = write_journal(dst, dst_dir, snap, plan, err);
+    }
+    if (!s)
+        s = snap->store->ops->scan && snap->store != snap->local ? copy_from_scan(&j, err) : copy_parallel(&j, err);
+    if (!s && !plan->archive) {
+        /* data durable first, then _metadata, then the journal goes */
+        if (dst->ops->sync)
+            s = dst->ops->sync(dst, dst_dir, err);
+        if (!s)
+            s = sp_store_write_all(dst, mkey, bytes, len, err);
+        if (!s && dst->ops->sync)
+            s = dst->ops->sync(dst, dst_dir, err);
+    }
+    if (!s && plan->archive && dst->ops->finish)
+        s = dst->ops->finish(dst, err);
+    pthread_mutex_destroy(&j.lock);
+    free(bytes);
+    res->files_copied = j.copied;
+    res->files_skipped = j.skipped;
+    res->bytes_copied = j.done_bytes;
+    uint64_t problems = 0;
+    if (!s) {
+        char *where = plan->archive ? xstrdup(plan->dst_display) : xstrdup(dst_dir);
+        s = verify_destination(where, &problems, err);
+        free(where);
+    }
+    if (!s && !plan->archive) {
+        char *jkey = join_key(dst_dir, SP_RELOCATE_JOURNAL);
+        s = dst->ops->remove(dst, jkey, err);
+        free(jkey);
+    }
+    sp_store_close(dst);
+    if (!s)
+        res->metadata_location = plan->archive ? xstrdup(plan->dst_display) : xstrdup(mkey);
+    free(mkey);
+    if (!s && opts->move)
+        s = finish_move(snap, res, err);
+    return s;
+}
+
+void sp_relocate_plan_free(sp_relocate_plan_t *plan)
+{
+    if (!plan)
+        return;
+    for (uint32_t i = 0; i < plan->n_files; i++) {
+        free(plan->files[i].src_key);
+        free(plan->files[i].dst_rel);
+    }
+    free(plan->files);
+    for (uint32_t i = 0; i < plan->n_unreferenced; i++)
+        free(plan->unreferenced[i]);
+    free(plan->unreferenced);
+    free(plan->dst_display);
+    plan_priv_t *pv = plan->priv_;
+    if (pv) {
+        strmap_free(&pv->by_src);
+        strmap_free(&pv->by_dst);
+        sp_location_free(&pv->dst);
+        free(pv->dst_dir_key);
+        free(pv);
+    }
+    memset(plan, 0, sizeof *plan);
+}
+
+void sp_relocate_result_free(sp_relocate_result_t *r)
+{
+    if (r) {
+        free(r->metadata_location);
+        r->metadata_location = NULL;
+    }
+}

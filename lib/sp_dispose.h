@@ -1,0 +1,71 @@
+/*
+ * sp_dispose.h - delete a snapshot safely, offline (design.md section 7).
+ *
+ * Unlike Flink's own dispose (which needs a cluster and deletes `_metadata`
+ * first), sp writes a journal of what it will delete before deleting
+ * anything, deletes the referenced data files first, `_metadata` last, then
+ * the journal and the directory.  An interrupted dispose is finished by
+ * running it again (the journal is found even after `_metadata` is gone).
+ * It deletes only files the metadata references inside the snapshot
+ * directory, never follows a symbolic link (a referenced symlink is removed,
+ * its target is not), and touches nothing outside the directory unless
+ * asked to (include_external).
+ */
+#ifndef SP_DISPOSE_H
+#define SP_DISPOSE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sp_error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Name of the journal kept in the snapshot directory while a dispose runs. */
+#define SP_DISPOSE_JOURNAL ".sp-dispose.json"
+
+typedef struct sp_dispose_options {
+    bool dry_run;              /* plan only */
+    bool force;                /* override an ownership record's refusal (see sp record) */
+    bool include_unreferenced; /* also delete files in the directory that no handle references */
+    bool include_external;     /* also delete referenced files outside the directory (e.g. shared/) */
+} sp_dispose_options_t;
+
+/** A path with its size, as reported by dispose. */
+typedef struct sp_dispose_item {
+    char *key;
+    int64_t size;
+} sp_dispose_item_t;
+
+typedef struct sp_dispose_result {
+    char *directory;            /* the snapshot directory (or archive) */
+    bool resumed;               /* finished an earlier, interrupted dispose */
+    bool directory_removed;
+    uint32_t n_deleted;         /* deleted (or, dry run, to delete) in order; _metadata last */
+    sp_dispose_item_t *deleted;
+    uint32_t n_external;        /* referenced outside the directory: left (or deleted with include_external) */
+    sp_dispose_item_t *external;
+    uint32_t n_unreferenced;    /* in the directory but not referenced: left (or deleted when asked) */
+    sp_dispose_item_t *unreferenced;
+    uint64_t bytes;             /* bytes deleted (or to delete) */
+} sp_dispose_result_t;
+
+/**
+ * Dispose of the snapshot at `location` (a directory, its _metadata, or an
+ * archive file).  With a journal present it resumes from it.
+ * Errors: SP_ERR_REFUSED (an ownership record forbids it and not force; a
+ * path leads through a symbolic link), SP_ERR_NOT_FOUND, SP_ERR_IO,
+ * SP_ERR_MALFORMED (the metadata cannot be read and no journal exists),
+ * SP_ERR_NOMEM.  On error, result lists what was already deleted.
+ */
+sp_status_t sp_dispose(const char *location, const sp_dispose_options_t *opts, sp_dispose_result_t *result,
+                       sp_error_t *err);
+
+void sp_dispose_result_free(sp_dispose_result_t *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
