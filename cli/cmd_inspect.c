@@ -343,7 +343,9 @@ static void render_human(ictx_t *c, bool files, bool subtasks)
     if (sum->kind == SP_KIND_SAVEPOINT)
         printf(", %s format", sum->format ? sp_format_name(sum->format) : "unknown");
     if (sum->kind_source != SP_KIND_FROM_NONE)
-        printf(" (from %s)", sp_kind_source_name(sum->kind_source));
+        printf(" (from %s)", sum->kind_source == SP_KIND_FROM_PROPERTIES ? "the properties trailer"
+                             : sum->kind_source == SP_KIND_FROM_HANDLES ? "the state handle types"
+                                                                        : "the directory name, a hint only");
     else
         printf(" (nothing in the file tells; V4+ files record it)");
     if (s->has_properties && s->properties.snapshot_name[0])

@@ -1,5 +1,6 @@
 /* sp uid-hash UID...: operator IDs as Flink derives them from uids. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "commands.h"
@@ -26,6 +27,16 @@ int cmd_uid_hash(int argc, char **argv)
         jw_int(&w, 1);
         jw_key(&w, "operators");
         jw_arr(&w);
+    }
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(argv[i]);
+        if (len == 0)
+            return opts_usage_error(cmd, "a uid cannot be empty (Flink rejects empty uids)");
+        uint8_t *tmp = malloc(3 * len);
+        long valid = tmp ? sp_utf8_to_mutf8(argv[i], len, tmp) : 0;
+        free(tmp);
+        if (valid < 0)
+            return opts_usage_error(cmd, "uid %d is not valid UTF-8", i + 1);
     }
     for (int i = 0; i < n; i++) {
         uint8_t id[16];

@@ -16,6 +16,8 @@ static void json_item(jw_t *w, const sp_snapshot_t *s, const sp_verify_item_t *i
     jw_obj(w);
     if (problem) {
         jw_key(w, "problem");
+        jw_str(w, sp_problem_token(it->problem));
+        jw_key(w, "message");
         jw_str(w, sp_problem_name(it->problem));
     }
     jw_key(w, "kind");

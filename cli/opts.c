@@ -20,7 +20,7 @@ void opts_help(const cli_command_t *cmd, const cli_option_t *opts)
         printf("  %-28s %s\n", left, o->help);
     }
     printf("  %-28s %s\n", "-h, --help", "show this help");
-    printf("\nSee man sp-%s for details and exit codes.\n", cmd->name);
+    printf("\nSee man sp-%.*s for details and exit codes.\n", (int)strcspn(cmd->name, " "), cmd->name);
 }
 
 int opts_usage_error(const cli_command_t *cmd, const char *fmt, ...)

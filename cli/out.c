@@ -39,7 +39,7 @@ int report_error(const char *cmd, const sp_error_t *err, bool json)
         jw_key(&w, "error");
         jw_obj(&w);
         jw_key(&w, "code");
-        jw_str(&w, sp_status_name(err->code));
+        jw_str(&w, sp_status_token(err->code));
         jw_key(&w, "exit_code");
         jw_int(&w, exit_code_for(err->code));
         jw_key(&w, "message");

@@ -48,3 +48,10 @@ const char *sp_status_name(sp_status_t code)
     }
     return "unknown error";
 }
+
+const char *sp_status_token(sp_status_t code)
+{
+    static const char *const t[] = {"ok", "malformed", "unsupported", "io", "nomem",
+                                    "invalid", "not_found", "refused", "rest"};
+    return (unsigned)code < sizeof t / sizeof t[0] ? t[code] : "unknown";
+}

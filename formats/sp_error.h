@@ -69,6 +69,9 @@ void sp_error_set_file(sp_error_t *err, const char *file);
 /** A short constant name of a status code ("malformed input", "I/O error", ...). */
 const char *sp_status_name(sp_status_t code);
 
+/** A stable machine token of a status code ("malformed", "io", "not_found", ...), for JSON. */
+const char *sp_status_token(sp_status_t code);
+
 #ifdef __cplusplus
 }
 #endif

@@ -101,14 +101,15 @@ static void decide_kind(acc_t *a)
     if (strncmp(b, "chk-", 4) == 0) {
         s->kind = SP_KIND_CHECKPOINT;
         s->kind_source = SP_KIND_FROM_DIRECTORY;
-    } else if (strncmp(b, "savepoint-", 10) == 0 || snap->meta->version <= 1) {
-        /* Flink 1.1/1.2 metadata files are only ever savepoints (no retained checkpoints then) */
+    } else if (strncmp(b, "savepoint-", 10) == 0 || snap->meta->version == 0) {
+        /* Flink 1.1 (V0) had no retained checkpoints: its metadata files are savepoints */
         s->kind = SP_KIND_SAVEPOINT;
-        s->kind_source = snap->meta->version <= 1 ? SP_KIND_FROM_HANDLES : SP_KIND_FROM_DIRECTORY;
-        if (snap->meta->version <= 2) {
-            s->format = SP_FORMAT_CANONICAL; /* native savepoints exist from 1.15 */
-            s->format_source = SP_KIND_FROM_HANDLES;
-        }
+        s->kind_source = snap->meta->version == 0 ? SP_KIND_FROM_HANDLES : SP_KIND_FROM_DIRECTORY;
+    }
+    if (s->kind == SP_KIND_SAVEPOINT && snap->meta->version <= 2) {
+        /* native savepoints exist from Flink 1.15 (V3) on */
+        s->format = SP_FORMAT_CANONICAL;
+        s->format_source = s->kind_source;
     }
 }
 
@@ -157,8 +158,8 @@ const char *sp_kind_source_name(sp_kind_source_t s)
 {
     switch (s) {
     case SP_KIND_FROM_PROPERTIES: return "properties";
-    case SP_KIND_FROM_HANDLES: return "state handles";
-    case SP_KIND_FROM_DIRECTORY: return "directory name";
+    case SP_KIND_FROM_HANDLES: return "state_handles";
+    case SP_KIND_FROM_DIRECTORY: return "directory_name";
     default: return "none";
     }
 }

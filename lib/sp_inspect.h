@@ -61,7 +61,7 @@ void sp_summary_free(sp_summary_t *s);
 const char *sp_kind_name(sp_snapshot_kind_t k);
 /** "canonical", "native" or "unknown". */
 const char *sp_format_name(sp_savepoint_format_t f);
-/** "properties", "state handles", "directory name" or "none". */
+/** Stable tokens: "properties", "state_handles", "directory_name" or "none". */
 const char *sp_kind_source_name(sp_kind_source_t s);
 /** "relative", "absolute", "segment", "inline", "directory". */
 const char *sp_ref_kind_name(sp_ref_kind_t k);

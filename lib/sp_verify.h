@@ -54,8 +54,10 @@ sp_status_t sp_verify(const sp_snapshot_t *snap, sp_verify_result_t *out, sp_err
 /** Free what sp_verify() allocated (NULL allowed). */
 void sp_verify_result_free(sp_verify_result_t *r);
 
-/** "missing", "size mismatch", ... */
+/** A sentence fragment: "missing", "size mismatch", ... */
 const char *sp_problem_name(sp_problem_t p);
+/** A stable token for JSON: "missing", "size_mismatch", "not_a_file", "symlink_escapes", "unreadable", "segment_beyond_eof". */
+const char *sp_problem_token(sp_problem_t p);
 
 #ifdef __cplusplus
 }

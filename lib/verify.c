@@ -104,8 +104,8 @@ static int check(const sp_ref_t *ref, void *user)
             if (ref->kind != SP_REF_DIRECTORY)
                 c->r->distinct_external++;
             push(c, true, ref, SP_PROBLEM_MISSING, -1, store != NULL && ref->kind != SP_REF_DIRECTORY);
-        } else {
-            return c->nomem; /* already checked */
+        } else if (ref->kind != SP_REF_SEGMENT) {
+            return c->nomem; /* already checked; segments are checked each, for their own range */
         }
         if (!store || ref->kind == SP_REF_DIRECTORY)
             return c->nomem;
@@ -194,4 +194,11 @@ const char *sp_problem_name(sp_problem_t p)
     case SP_PROBLEM_SEGMENT_BEYOND_EOF: return "segment ends beyond the end of its file";
     }
     return "problem";
+}
+
+const char *sp_problem_token(sp_problem_t p)
+{
+    static const char *const t[] = {"missing", "size_mismatch", "not_a_file", "symlink_escapes", "unreadable",
+                                    "segment_beyond_eof"};
+    return (unsigned)p < sizeof t / sizeof t[0] ? t[p] : "problem";
 }

@@ -208,18 +208,24 @@ off += 2 + name_len
 uid_len = struct.unpack(">H", meta[off:off + 2])[0]
 off += 2 + uid_len + 16 + 8
 bad_input("unknown-tag", meta[:off] + b"\x63" + meta[off + 1:], "coordinator_state.tag")
-# a relative path with '..'
-doc = json.loads(open(exp).read())
-first = doc["operators"][0]["subtasks"][0]["managed_operator_state"]["delegate"]
-first["path"] = "../../etc/passwd"
+# a relative path with '..': patch a 36-character file name in place (import refuses to write one)
+first = json.loads(open(exp).read())["operators"][0]["subtasks"][0]["managed_operator_state"]["delegate"]["path"]
+evil = "../" * 8 + "etc/passwd12"
+assert len(evil) == len(first) == 36
 dotdot = os.path.join(tmp, "dotdot")
 os.makedirs(dotdot)
-rc, _, err = sp("metadata", "import", "-", os.path.join(dotdot, "_metadata"), stdin=json.dumps(doc).encode())
+with open(os.path.join(dotdot, "_metadata"), "wb") as f:
+    f.write(meta.replace(first.encode(), evil.encode(), 1))
+doc = json.loads(open(exp).read())
+doc["operators"][0]["subtasks"][0]["managed_operator_state"]["delegate"]["path"] = "../x"
+rc, _, err = sp("metadata", "import", "-", os.path.join(tmp, "dotdot-import"), stdin=json.dumps(doc).encode())
+ok(rc == 3 and "'..'" in err and not os.path.exists(os.path.join(tmp, "dotdot-import")),
+   "metadata import refuses a relative path with '..' (exit 3, nothing written)", err)
 rc, _, err = sp("inspect", dotdot)
 ok(rc == 3 and "'..'" in err and "relative_path" in err and "at byte" in err,
    "relative path with '..': exit 3 naming offset and field", err)
 rc, out, err = sp("metadata", "export", dotdot)
-ok(rc == 0 and "../../etc/passwd" in out, "metadata export still reads it, so it can be repaired", err)
+ok(rc == 0 and evil in out, "metadata export still reads it, so it can be repaired", err)
 
 # ---- 4. the shared corpus ---------------------------------------------------
 flink = os.path.join(CORPUS, "flink")
