@@ -19,7 +19,13 @@
  *    relocation instead of an fsync per file);
  *  - delete never follows a symbolic link and never removes a directory
  *    that is not empty;
- *  - errors name the store location and key.
+ *  - errors name the store location and key;
+ *  - stat() of a missing key is SP_OK with exists == false;
+ *  - commit() and abort() free the writer, also when commit fails;
+ *  - readers and writers are closed before the store;
+ *  - a scan callback's reader is valid only during the callback (close_read
+ *    on it is a no-op); a non-zero return stops list()/scan() and is
+ *    returned by them.
  */
 #ifndef SP_STORE_H
 #define SP_STORE_H
@@ -42,7 +48,7 @@ typedef struct sp_store_writer sp_store_writer_t;
 typedef struct sp_store_stat {
     bool exists;
     bool is_dir;          /* a directory (local) or a common prefix */
-    bool is_symlink;      /* local only: the key itself is a symbolic link (not followed) */
+    bool is_symlink;      /* the key itself is a symbolic link (not followed) */
     int64_t size;         /* bytes; -1 unknown */
     int64_t mtime_ms;     /* modification time, milliseconds since the epoch; 0 unknown */
     uint64_t device;      /* local only: st_dev, to tell when rename() can move a file */
@@ -127,7 +133,8 @@ sp_status_t sp_store_open_local(sp_store_t **out, sp_error_t *err);
  * interrupted write leaves no archive under that name.  zstd compression
  * uses `threads` worker threads (0 = one per core) when the name ends in
  * .zst / .zstd / .tzst.
- * Errors: SP_ERR_NOT_FOUND, SP_ERR_IO, SP_ERR_REFUSED (create over an existing file), SP_ERR_MALFORMED.
+ * Errors: SP_ERR_NOT_FOUND, SP_ERR_IO, SP_ERR_REFUSED (create over an existing file), SP_ERR_MALFORMED
+ * (corrupt archive, an entry named with '..' or an absolute path), SP_ERR_INVALID, SP_ERR_NOMEM.
  */
 sp_status_t sp_store_open_archive(const char *path, bool create, int threads, sp_store_t **out, sp_error_t *err);
 

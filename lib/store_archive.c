@@ -331,25 +331,23 @@ static arc_store_t *impl(sp_store_t *s)
 
 /* ------------------------------------------------------------ read side */
 
-static struct archive *arc_open_read(arc_store_t *as, sp_error_t *err)
+static sp_status_t arc_open_read(arc_store_t *as, struct archive **out, sp_error_t *err)
 {
+    *out = NULL;
     struct archive *a = archive_read_new();
-    if (!a) {
-        nomem(err, as->path);
-        return NULL;
-    }
-    if (archive_read_support_filter_zstd(a) < ARCHIVE_WARN || archive_read_support_format_tar(a) < ARCHIVE_WARN) {
-        fail(err, as->path, SP_ERR_IO, "cannot set up libarchive: %s", arc_msg(a));
+    if (!a)
+        return nomem(err, as->path);
+    sp_status_t st = SP_OK;
+    if (archive_read_support_filter_zstd(a) < ARCHIVE_WARN || archive_read_support_format_tar(a) < ARCHIVE_WARN)
+        st = fail(err, as->path, SP_ERR_IO, "cannot set up libarchive: %s", arc_msg(a));
+    else if (archive_read_open_filename(a, as->path, READ_BLOCK) != ARCHIVE_OK)
+        st = fail(err, as->path, read_status(a), "cannot open archive %s: %s", as->path, arc_msg(a));
+    if (st != SP_OK) {
         archive_read_free(a);
-        return NULL;
+        return st;
     }
-    if (archive_read_open_filename(a, as->path, READ_BLOCK) != ARCHIVE_OK) {
-        sp_status_t code = read_status(a);
-        fail(err, as->path, code, "cannot open archive %s: %s", as->path, arc_msg(a));
-        archive_read_free(a);
-        return NULL;
-    }
-    return a;
+    *out = a;
+    return SP_OK;
 }
 
 /*
@@ -357,8 +355,8 @@ static struct archive *arc_open_read(arc_store_t *as, sp_error_t *err)
  * name (malloc'd; "" for the archive's root directory entry).  Refuses
  * absolute names and names with "..".
  */
-static sp_status_t arc_next(arc_store_t *as, struct archive *a, uint64_t ordinal, struct archive_entry **e,
-                            char **name, sp_error_t *err)
+static sp_status_t arc_next(arc_store_t *as, struct archive *a, uint64_t ordinal, const char *prev,
+                            struct archive_entry **e, char **name, sp_error_t *err)
 {
     *e = NULL;
     *name = NULL;
@@ -366,9 +364,13 @@ static sp_status_t arc_next(arc_store_t *as, struct archive *a, uint64_t ordinal
     int r = archive_read_next_header(a, &ent);
     if (r == ARCHIVE_EOF)
         return SP_OK;
-    if (r < ARCHIVE_WARN)
-        return fail(err, as->path, read_status(a), "cannot read header #%llu of archive %s: %s",
-                    (unsigned long long)ordinal, as->path, arc_msg(a));
+    if (r < ARCHIVE_WARN) {
+        if (prev)
+            return fail(err, as->path, read_status(a), "archive %s: cannot read past entry \"%s\": %s", as->path,
+                        prev, arc_msg(a));
+        return fail(err, as->path, read_status(a), "archive %s: cannot read header #%llu: %s", as->path,
+                    (unsigned long long)ordinal, arc_msg(a));
+    }
     const char *raw = archive_entry_pathname(ent);
     if (!raw)
         raw = archive_entry_pathname_utf8(ent);
@@ -409,13 +411,13 @@ static sp_status_t index_header(arc_store_t *as, arc_index_t *ix, struct archive
         bool bad;
         char *target = normalize_name(hl, false, &bad);
         if (!target) {
+            sp_status_t st = bad ? fail(err, as->path, SP_ERR_MALFORMED,
+                                        "archive %s: entry \"%s\" is a hard link to \"%s\": absolute names and "
+                                        "\"..\" are not allowed",
+                                        as->path, name, hl)
+                                 : nomem(err, as->path);
             free(name);
-            if (bad)
-                return fail(err, as->path, SP_ERR_MALFORMED,
-                            "archive %s: entry \"%s\" is a hard link to \"%s\": absolute names and \"..\" are "
-                            "not allowed",
-                            as->path, archive_entry_pathname(e), hl);
-            return nomem(err, as->path);
+            return st;
         }
         arc_ent_t *t = index_find(ix, target);
         if (!t || t->type != ENT_FILE) {
@@ -463,20 +465,24 @@ static sp_status_t ensure_index(arc_store_t *as, sp_error_t *err)
 {
     if (as->indexed || as->create)
         return SP_OK;
-    struct archive *a = arc_open_read(as, err);
-    if (!a)
-        return err ? err->code : SP_ERR_IO;
+    struct archive *a;
+    sp_status_t st = arc_open_read(as, &a, err);
+    if (st != SP_OK)
+        return st;
     arc_index_t ix = {0};
-    sp_status_t st = SP_OK;
+    const char *prev = NULL;
     for (uint64_t ord = 0;; ord++) {
         struct archive_entry *e;
         char *name;
-        st = arc_next(as, a, ord, &e, &name, err);
+        st = arc_next(as, a, ord, prev, &e, &name, err);
         if (st != SP_OK || !e)
             break;
+        size_t before = ix.n;
         st = index_header(as, &ix, e, name, ord, err);
         if (st != SP_OK)
             break;
+        if (ix.n > before)
+            prev = ix.ents[before].name;
     }
     archive_read_free(a);
     if (st != SP_OK) {
@@ -562,6 +568,50 @@ static sp_status_t arc_list(sp_store_t *s, const char *prefix, sp_store_list_cb 
     return (sp_status_t)rc;
 }
 
+/*
+ * A reader positioned at the data of the entry with header number `ordinal`
+ * (whose name must be `name`); takes `key` (for messages) on success.
+ */
+static sp_status_t open_at(arc_store_t *as, uint64_t ordinal, const char *name, char *key, sp_store_reader_t **out,
+                           sp_error_t *err)
+{
+    struct archive *a;
+    sp_status_t st = arc_open_read(as, &a, err);
+    if (st != SP_OK)
+        return st;
+    for (uint64_t ord = 0;; ord++) {
+        struct archive_entry *ae;
+        char *n;
+        st = arc_next(as, a, ord, NULL, &ae, &n, err);
+        if (st == SP_OK && !ae)
+            st = fail(err, as->path, SP_ERR_IO, "archive %s changed while being read: entry \"%s\" is gone",
+                      as->path, key);
+        if (st != SP_OK)
+            break;
+        if (ord == ordinal) {
+            if (strcmp(n, name) != 0)
+                st = fail(err, as->path, SP_ERR_IO, "archive %s changed while being read: entry \"%s\" moved",
+                          as->path, key);
+            free(n);
+            break;
+        }
+        free(n);
+    }
+    sp_store_reader_t *r = st == SP_OK ? calloc(1, sizeof *r) : NULL;
+    if (st == SP_OK && !r)
+        st = nomem(err, as->path);
+    if (st != SP_OK) {
+        archive_read_free(a);
+        return st;
+    }
+    r->as = as;
+    r->a = a;
+    r->owned = true;
+    r->key = key;
+    *out = r;
+    return SP_OK;
+}
+
 static sp_status_t arc_open_read_op(sp_store_t *s, const char *key, sp_store_reader_t **out, sp_error_t *err)
 {
     arc_store_t *as = impl(s);
@@ -591,47 +641,10 @@ static sp_status_t arc_open_read_op(sp_store_t *s, const char *key, sp_store_rea
         free(k);
         return st;
     }
-    const arc_ent_t *d = &as->ix.ents[e->data_idx];
-    struct archive *a = arc_open_read(as, err);
-    if (!a) {
+    st = open_at(as, as->ix.ents[e->data_idx].ordinal, as->ix.ents[e->data_idx].name, k, out, err);
+    if (st != SP_OK)
         free(k);
-        return err ? err->code : SP_ERR_IO;
-    }
-    for (uint64_t ord = 0;; ord++) {
-        struct archive_entry *ae;
-        char *name;
-        st = arc_next(as, a, ord, &ae, &name, err);
-        if (st == SP_OK && !ae)
-            st = fail(err, as->path, SP_ERR_IO, "archive %s changed while being read: entry \"%s\" is gone",
-                      as->path, k);
-        if (st != SP_OK)
-            break;
-        if (ord == d->ordinal) {
-            if (strcmp(name, d->name) != 0)
-                st = fail(err, as->path, SP_ERR_IO, "archive %s changed while being read: entry \"%s\" moved",
-                          as->path, k);
-            free(name);
-            break;
-        }
-        free(name);
-    }
-    if (st != SP_OK) {
-        archive_read_free(a);
-        free(k);
-        return st;
-    }
-    sp_store_reader_t *r = calloc(1, sizeof *r);
-    if (!r) {
-        archive_read_free(a);
-        free(k);
-        return nomem(err, as->path);
-    }
-    r->as = as;
-    r->a = a;
-    r->owned = true;
-    r->key = k;
-    *out = r;
-    return SP_OK;
+    return st;
 }
 
 static sp_status_t arc_read(sp_store_reader_t *r, void *buf, size_t n, size_t *got, sp_error_t *err)
@@ -667,39 +680,63 @@ static sp_status_t arc_scan(sp_store_t *s, sp_store_scan_cb cb, void *user, sp_e
     if (as->create)
         return fail(err, as->path, SP_ERR_INVALID,
                     "archive %s is being written; it can be scanned once it is finished", as->path);
-    struct archive *a = arc_open_read(as, err);
-    if (!a)
-        return err ? err->code : SP_ERR_IO;
+    struct archive *a;
+    sp_status_t st = arc_open_read(as, &a, err);
+    if (st != SP_OK)
+        return st;
     /* build the index on the way when there is none yet */
     bool build = !as->indexed;
     arc_index_t ix = {0};
-    sp_status_t st = SP_OK;
     int rc = 0;
+    char *prev = NULL;
     for (uint64_t ord = 0;; ord++) {
         struct archive_entry *e;
         char *name;
-        st = arc_next(as, a, ord, &e, &name, err);
+        st = arc_next(as, a, ord, prev, &e, &name, err);
         if (st != SP_OK || !e)
             break;
         const char *hl = archive_entry_hardlink(e);
         int64_t size = archive_entry_size_is_set(e) ? archive_entry_size(e) : -1;
-        bool is_file = hl ? size > 0 : archive_entry_filetype(e) == AE_IFREG;
-        if (hl && !is_file) {
-            st = fail(err, as->path, SP_ERR_UNSUPPORTED,
-                      "archive %s: entry \"%s\" is a hard link to \"%s\"; scan cannot deliver its data again "
-                      "(read it with open_read)",
-                      as->path, name, hl);
-            free(name);
-            break;
-        }
         sp_store_entry_t ent = {.key = name};
         ent.st.exists = true;
         ent.st.size = size;
         ent.st.mtime_ms = entry_mtime_ms(e);
-        if (is_file && name[0]) {
+        if (hl && size <= 0 && name[0]) {
+            /* a hard link: its data is the target's, met earlier; read it again from there */
+            const arc_ent_t *t = NULL;
+            bool bad;
+            char *target = normalize_name(hl, false, &bad);
+            bool oom = !target && !bad;
+            if (target)
+                t = index_find(build ? &ix : &as->ix, target);
+            free(target);
+            if (!t || t->type != ENT_FILE) {
+                st = fail(err, as->path, oom ? SP_ERR_NOMEM : SP_ERR_MALFORMED,
+                          "archive %s: entry \"%s\" is a hard link to \"%s\", which is not a file earlier in the "
+                          "archive",
+                          as->path, name, hl);
+                free(name);
+                break;
+            }
+            const arc_ent_t *d = build ? &ix.ents[t->data_idx] : &as->ix.ents[t->data_idx];
+            char *key = strdup(name);
+            sp_store_reader_t *r = NULL;
+            st = key ? open_at(as, d->ordinal, d->name, key, &r, err) : nomem(err, as->path);
+            if (st != SP_OK) {
+                if (key && !r)
+                    free(key);
+                free(name);
+                break;
+            }
+            ent.st.size = t->size;
+            rc = cb(&ent, r, user);
+            arc_close_read(r);
+        } else if ((hl || archive_entry_filetype(e) == AE_IFREG) && name[0]) {
             sp_store_reader_t r = {.as = as, .a = a, .owned = false, .key = name};
             rc = cb(&ent, &r, user);
         }
+        free(prev);
+        prev = strdup(name);
         if (build) {
             st = index_header(as, &ix, e, name, ord, err); /* takes name */
             if (st != SP_OK)
@@ -710,6 +747,7 @@ static sp_status_t arc_scan(sp_store_t *s, sp_store_scan_cb cb, void *user, sp_e
         if (rc)
             break;
     }
+    free(prev);
     archive_read_free(a);
     if (build && st == SP_OK && !rc) {
         as->ix = ix;
@@ -878,7 +916,7 @@ static sp_status_t write_header(arc_store_t *as, const char *key, int64_t size, 
     archive_entry_set_gid(e, 0);
     int r = archive_write_header(as->aw, e);
     archive_entry_free(e);
-    return r < ARCHIVE_WARN ? write_fail(as, key, err) : SP_OK;
+    return r < ARCHIVE_WARN || as->cb_failed ? write_fail(as, key, err) : SP_OK;
 }
 
 static sp_status_t write_data(arc_store_t *as, const char *key, const void *buf, size_t n, sp_error_t *err)
@@ -886,7 +924,7 @@ static sp_status_t write_data(arc_store_t *as, const char *key, const void *buf,
     const unsigned char *p = buf;
     while (n) {
         la_ssize_t k = archive_write_data(as->aw, p, n);
-        if (k <= 0)
+        if (k <= 0 || as->cb_failed)
             return write_fail(as, key, err);
         p += k;
         n -= (size_t)k;
@@ -1088,7 +1126,7 @@ static sp_status_t arc_commit(sp_store_writer_t *w, sp_error_t *err)
     }
     if (st == SP_OK && w->hint < 0)
         st = commit_buffered(w, err);
-    if (st == SP_OK && archive_write_finish_entry(as->aw) < ARCHIVE_WARN)
+    if (st == SP_OK && (archive_write_finish_entry(as->aw) < ARCHIVE_WARN || as->cb_failed))
         st = write_fail(as, w->key, err);
     if (st == SP_OK) {
         arc_ent_t *e = index_add(&as->ix, w->key, ENT_FILE, w->written, (int64_t)time(NULL) * 1000, as->ix.n);
@@ -1158,7 +1196,8 @@ static sp_status_t arc_finish(sp_store_t *s, sp_error_t *err)
         discard_output(as);
         return st;
     }
-    if (archive_write_close(as->aw) < ARCHIVE_WARN)
+    /* libarchive 3.6 ignores what the close callback returns: check our own flag too */
+    if (archive_write_close(as->aw) < ARCHIVE_WARN || as->cb_failed)
         return write_fail(as, NULL, err);
     archive_write_free(as->aw);
     as->aw = NULL;
