@@ -19,6 +19,12 @@ static const cli_command_t commands[] = {
      "Copy or move a snapshot to a new directory or archive; the copy is complete and relocatable."},
     {"dispose", cmd_dispose, "SNAP [--dry-run] [--force] [--include-unreferenced] [--include-external] [--json]",
      "Delete a snapshot safely: journal first, data files, _metadata last; never outside it."},
+    {"list", cmd_list, "ROOT [--json] [--verify]",
+     "Find every snapshot under a directory: job, kind, checkpoint ID, version, size, time, pins."},
+    {"prune", cmd_prune, "ROOT --keep-last N [--max-age DURATION] [--dry-run] [--include-checkpoints] [--all-jobs] [--force] [--json]",
+     "Dispose of the oldest savepoints of each job beyond a retention; pinned ones are kept."},
+    {"pin", cmd_pin, "SNAP [--reason TEXT] [--json]", "Pin a snapshot in its ownership record: dispose and prune keep it."},
+    {"unpin", cmd_unpin, "SNAP [--json]", "Remove every pin from a snapshot's ownership record."},
     {"metadata", cmd_metadata, "export SNAP [-o FILE] [--compact] | import JSON OUT [--force]",
      "Convert _metadata to its complete JSON form and back, byte for byte."},
 };

@@ -15,7 +15,7 @@ set -u
 
 dir=$(cd "$(dirname "$0")" && pwd)
 sp=${1:-}
-pages="sp.1 sp-inspect.1 sp-verify.1 sp-uid-hash.1 sp-metadata.1"
+pages="sp.1 sp-inspect.1 sp-verify.1 sp-uid-hash.1 sp-metadata.1 sp-relocate.1 sp-dispose.1 sp-list.1 sp-prune.1 sp-pin.1"
 
 if ! command -v groff >/dev/null 2>&1; then
     echo "Bail out! groff not found (Debian/Ubuntu: apt-get install groff-base)"
@@ -138,6 +138,8 @@ if [ -n "$sp" ]; then
 
     for cmd in $commands; do
         page=sp-$cmd.1
+        # commands documented on another command's page (installed as a link)
+        case $cmd in unpin) page=sp-pin.1 ;; esac
         if [ ! -f "$dir/$page" ]; then
             # A command without a page yet is shown, not counted as a failure
             # (TAP TODO), so that a new command can land before its page.
