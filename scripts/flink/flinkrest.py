@@ -10,6 +10,8 @@ Usage: flinkrest.py REST_URL COMMAND [ARGS]
                                        id > ID (default: the restored checkpoint id, or 0);
                                        prints "ID EXTERNAL_PATH"
   restored-id JOB                      id of the checkpoint/savepoint the job restored from (or -1)
+  restored JOB                         the latest.restored object of /jobs/JOB/checkpoints as JSON
+                                       (id, external_path, is_savepoint, ...; null if none)
   savepoint JOB DIR [--format canonical|native] [--timeout S]
                                        trigger a savepoint, wait, print its location
   stop JOB DIR [--format canonical|native] [--timeout S]
@@ -172,6 +174,8 @@ def main():
         print(comp["id"], comp.get("external_path", ""))
     elif cmd == "restored-id":
         print(restored_id(base, a[0]))
+    elif cmd == "restored":
+        print(json.dumps((checkpoints(base, a[0]).get("latest") or {}).get("restored")))
     elif cmd in ("savepoint", "stop"):
         fmt = opt(a, "--format", "canonical").upper()
         job, target = a[0], a[1]

@@ -30,6 +30,8 @@ import org.apache.flink.streaming.api.functions.KeyedProcessFunction;
 import org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink;
 import org.apache.flink.streaming.api.windowing.assigners.TumblingEventTimeWindows;
 import org.apache.flink.util.Collector;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * Small, unbounded, stateful streaming job used to produce real Flink snapshots for the sp
@@ -53,6 +55,18 @@ import org.apache.flink.util.Collector;
  * --keys N, --job-name NAME.
  */
 public class StatefulTestJob {
+
+    /**
+     * Prefix of the TaskManager log lines written when a subtask starts from restored state:
+     * {@code SP-TEST-RESTORED job=<job id> operator=counting-map subtask=<i> count=<n>} (operator
+     * state: the restored event count) and {@code SP-TEST-RESTORED job=<job id>
+     * operator=keyed-process subtask=<i> key=<k> stored=<n> seen=<m>} (keyed state: the first key
+     * whose stored count n exceeds the m events this run has seen for it, i.e. the count continued
+     * from restored state). scripts/flink and tests/flink grep for it.
+     */
+    public static final String RESTORED_TAG = "SP-TEST-RESTORED";
+
+    private static final Logger LOG = LoggerFactory.getLogger(StatefulTestJob.class);
 
     public static final String SOURCE_UID = "source-uid";
     public static final String MAP_UID = "counting-map-uid";
@@ -219,16 +233,37 @@ public class StatefulTestJob {
                 for (Long v : countState.get()) {
                     count += v;
                 }
+                LOG.info(
+                        "{} job={} operator=counting-map subtask={} count={}",
+                        RESTORED_TAG,
+                        getRuntimeContext().getJobInfo().getJobId(),
+                        getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(),
+                        count);
             }
         }
     }
 
-    /** Keyed state of every kind plus event-time timers. */
-    public static class StatefulProcess extends KeyedProcessFunction<Long, Event, Event> {
+    /**
+     * Keyed state of every kind plus event-time timers. After a restore it logs (once per
+     * subtask) the first key whose stored count is larger than the number of events this run has
+     * processed for it: proof that the keyed count continued from restored state.
+     */
+    public static class StatefulProcess extends KeyedProcessFunction<Long, Event, Event>
+            implements CheckpointedFunction {
         private transient ValueState<Long> count;
         private transient ListState<Long> recent;
         private transient MapState<Long, Long> buckets;
         private transient ValueState<Long> timer;
+        /** Events per key seen by this run; only kept until the restored-state line is logged. */
+        private transient Map<Long, Long> seenThisRun;
+
+        @Override
+        public void initializeState(FunctionInitializationContext ctx) {
+            seenThisRun = ctx.isRestored() ? new HashMap<>() : null;
+        }
+
+        @Override
+        public void snapshotState(FunctionSnapshotContext ctx) {}
 
         @Override
         public void open(OpenContext openContext) {
@@ -245,6 +280,20 @@ public class StatefulTestJob {
             Long c = count.value();
             long n = c == null ? 1 : c + 1;
             count.update(n);
+            if (seenThisRun != null) {
+                long seen = seenThisRun.merge(e.key, 1L, Long::sum);
+                if (n > seen) {
+                    LOG.info(
+                            "{} job={} operator=keyed-process subtask={} key={} stored={} seen={}",
+                            RESTORED_TAG,
+                            getRuntimeContext().getJobInfo().getJobId(),
+                            getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(),
+                            e.key,
+                            n,
+                            seen);
+                    seenThisRun = null;
+                }
+            }
 
             List<Long> keep = new ArrayList<>();
             for (Long v : recent.get()) {
