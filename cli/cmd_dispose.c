@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "flinkcli.h"
 #include "out.h"
 
 static void json_items(jw_t *w, const char *key, const sp_dispose_item_t *v, uint32_t n)
@@ -25,12 +26,14 @@ static void json_items(jw_t *w, const char *key, const sp_dispose_item_t *v, uin
 int cmd_dispose(int argc, char **argv)
 {
     bool dry_run = false, force = false, unref = false, external = false, json = false;
+    const char *rest_url = NULL;
     const cli_option_t opts[] = {
         {"dry-run", 'n', OPT_FLAG, &dry_run, NULL, "list what would be deleted; delete nothing"},
         {"force", 0, OPT_FLAG, &force, NULL, "delete although the ownership record asks to keep it (pins, NO_CLAIM, LEGACY)"},
         {"include-unreferenced", 0, OPT_FLAG, &unref, NULL, "also delete files in the directory no handle references"},
         {"include-external", 0, OPT_FLAG, &external, NULL, "also delete referenced files outside the directory"},
         {"json", 0, OPT_FLAG, &json, NULL, "one JSON object: deleted, external, unreferenced"},
+        {"rest-url", 0, OPT_STRING, &rest_url, "URL", "the cluster to ask about NO_CLAIM / LEGACY restores (default: the one recorded)"},
         {0},
     };
     const cli_command_t *cmd = command_find("dispose");
@@ -39,10 +42,14 @@ int cmd_dispose(int argc, char **argv)
         return r < 0 ? 0 : r;
     if (n != 1)
         return opts_usage_error(cmd, "give exactly one snapshot");
-    sp_dispose_options_t o = {dry_run, force, unref, external};
+    flink_cli_query_t q = {.rest_url = rest_url};
+    sp_dispose_options_t o = {dry_run, force, unref, external, flink_cli_record_query, &q};
     sp_dispose_result_t res;
     sp_error_t err;
     sp_status_t s = sp_dispose(argv[0], &o, &res, &err);
+    flink_cli_query_close(&q);
+    if (res.record_warning)
+        fprintf(stderr, "sp dispose: warning: %s\n", res.record_warning);
     if (json) {
         jw_t w;
         jw_init(&w, stdout, true);

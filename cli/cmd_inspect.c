@@ -96,8 +96,29 @@ static int json_blocker(const sp_ref_t *ref, void *user)
     return 0;
 }
 
-static void json_handle_kinds(jw_t *w, const sp_subtask_t *st)
+static void json_tag_list(jw_t *w, const sp_handle_list_t *l)
 {
+    jw_arr(w);
+    for (uint32_t i = 0; i < l->n; i++)
+        if (l->items[i])
+            jw_str(w, sp_tag_name(l->items[i]->tag));
+        else
+            jw_null(w);
+    jw_arr_end(w);
+}
+
+static void json_handle_kinds(jw_t *w, const sp_subtask_t *st, int version)
+{
+    if (version == 1) {
+        /* Flink 1.2 stored one entry per chained operator of the task */
+        jw_key(w, "legacy_operator_state");
+        json_tag_list(w, &st->legacy);
+        jw_key(w, "managed_operator_state");
+        json_tag_list(w, &st->managed_operator);
+        jw_key(w, "raw_operator_state");
+        json_tag_list(w, &st->raw_operator);
+    }
+    if (version != 1) {
     jw_key(w, "managed_operator_state");
     if (st->managed_operator.n && st->managed_operator.items[0])
         jw_str(w, sp_tag_name(st->managed_operator.items[0]->tag));
@@ -108,6 +129,7 @@ static void json_handle_kinds(jw_t *w, const sp_subtask_t *st)
         jw_str(w, sp_tag_name(st->raw_operator.items[0]->tag));
     else
         jw_null(w);
+    }
     jw_key(w, "managed_keyed_state");
     if (st->managed_keyed)
         jw_str(w, sp_tag_name(st->managed_keyed->tag));
@@ -268,7 +290,7 @@ static void render_json(ictx_t *c, bool subtasks)
                     jw_key(w, "state_size");
                     jw_int(w, st->v0_state_size);
                 } else if (!st->finished) {
-                    json_handle_kinds(w, st);
+                    json_handle_kinds(w, st, m->version);
                 }
                 jw_obj_end(w);
             }
@@ -277,6 +299,7 @@ static void render_json(ictx_t *c, bool subtasks)
         jw_obj_end(w);
     }
     jw_arr_end(w);
+    record_json(w, s);
     jw_key(w, "references");
     jw_arr(w);
     sp_meta_visit_refs(s->meta, json_ref, c);
@@ -299,7 +322,7 @@ static int human_blocker(const sp_ref_t *ref, void *user)
         return 0;
     if (b->shown++ >= 5)
         return 1;
-    char *p = mutf8_display(ref->path);
+    char *p = mutf8_term(ref->path);
     printf("              %-9s %s\n", sp_ref_kind_name(ref->kind), p ? p : "");
     free(p);
     return 0;
@@ -317,8 +340,8 @@ static int human_file(const sp_ref_t *ref, void *user)
     char sub[16] = "-";
     if (ref->subtask_index >= 0)
         snprintf(sub, sizeof sub, "%d", ref->subtask_index);
-    char *p = mutf8_display(ref->path);
-    printf("%-9s  %12s  %s  %7s  %-24s  %s\n", sp_ref_kind_name(ref->kind), sz, hex, sub,
+    char *p = mutf8_term(ref->path);
+    printf("%-9s  %12s  %s  %7s  %-25s  %s\n", sp_ref_kind_name(ref->kind), sz, hex, sub,
            sp_ref_slot_name(ref->slot), p ? p : "");
     free(p);
     return 0;
@@ -373,24 +396,30 @@ static void render_human(ictx_t *c, bool files, bool subtasks)
         if (sum->blockers > 5)
             printf("              ... and %" PRIu64 " more (sp inspect --files lists all)\n", sum->blockers - 5);
     }
+    record_human(s);
 
     /* operator table: measure the uid/name columns first */
     size_t wuid = 3, wname = 4;
     char **uids = calloc(m->n_operators + 1, sizeof *uids), **names = calloc(m->n_operators + 1, sizeof *names);
     for (uint32_t i = 0; uids && names && i < m->n_operators; i++) {
-        uids[i] = m->operators[i].uid.len ? mutf8_display(m->operators[i].uid) : NULL;
-        names[i] = m->operators[i].name.len ? mutf8_display(m->operators[i].name) : NULL;
-        if (uids[i] && strlen(uids[i]) > wuid)
-            wuid = strlen(uids[i]);
-        if (names[i] && strlen(names[i]) > wname)
-            wname = strlen(names[i]);
+        uids[i] = m->operators[i].uid.len ? mutf8_term(m->operators[i].uid) : NULL;
+        names[i] = m->operators[i].name.len ? mutf8_term(m->operators[i].name) : NULL;
+        if (uids[i] && (size_t)term_width(uids[i]) > wuid)
+            wuid = (size_t)term_width(uids[i]);
+        if (names[i] && (size_t)term_width(names[i]) > wname)
+            wname = (size_t)term_width(names[i]);
     }
-    if (wuid > 40) wuid = 40;
-    if (wname > 40) wname = 40;
+    /* long uids are cut with an ellipsis (sp inspect --json has them whole) */
+    if (wuid > 48) wuid = 48;
+    if (wname > 48) wname = 48;
     bool has_names = m->version >= 5;
     printf("\n%-32s  ", "OPERATOR ID");
-    if (has_names)
-        printf("%-*s  %-*s  ", (int)wuid, "UID", (int)wname, "NAME");
+    if (has_names) {
+        term_cell(stdout, "UID", (int)wuid);
+        fputs("  ", stdout);
+        term_cell(stdout, "NAME", (int)wname);
+        fputs("  ", stdout);
+    }
     printf("%11s  %8s  %10s  %10s  %5s\n", "PARALLELISM", "MAX PAR.", "WITH STATE", "STATE", "FILES");
     for (uint32_t i = 0; i < m->n_operators; i++) {
         const sp_operator_t *op = &m->operators[i];
@@ -406,9 +435,12 @@ static void render_human(ictx_t *c, bool files, bool subtasks)
         else
             snprintf(ws, sizeof ws, "%u", os->subtasks_with_state);
         printf("%-32s  ", hex);
-        if (has_names)
-            printf("%-*.*s  %-*.*s  ", (int)wuid, (int)wuid, uids && uids[i] ? uids[i] : "-", (int)wname, (int)wname,
-                   names && names[i] ? names[i] : "-");
+        if (has_names) {
+            term_cell(stdout, uids && uids[i] ? uids[i] : "-", (int)wuid);
+            fputs("  ", stdout);
+            term_cell(stdout, names && names[i] ? names[i] : "-", (int)wname);
+            fputs("  ", stdout);
+        }
         printf("%11d  %8s  %10s  %10s  %5" PRIu64 "\n", op->parallelism, mp, ws,
                fmt_iec(os->state_bytes, b1, sizeof b1), os->file_refs);
         if (subtasks) {
@@ -438,8 +470,11 @@ static void render_human(ictx_t *c, bool files, bool subtasks)
     free(uids);
     free(names);
     if (files) {
-        printf("\n%-9s  %12s  %-32s  %7s  %-24s  %s\n", "KIND", "BYTES", "OPERATOR ID", "SUBTASK", "SLOT", "PATH");
+        printf("\n%-9s  %12s  %-32s  %7s  %-25s  %s\n", "KIND", "BYTES", "OPERATOR ID", "SUBTASK", "SLOT", "PATH");
         sp_meta_visit_refs(s->meta, human_file, c);
+        if (sum->ref_count[SP_REF_RELATIVE] + sum->ref_count[SP_REF_ABSOLUTE] + sum->ref_count[SP_REF_SEGMENT] +
+                sum->ref_count[SP_REF_INLINE] == 0)
+            printf("(no file references: all state is inline or there is none)\n");
     }
 }
 

@@ -33,9 +33,17 @@ static sp_status_t record_target(const char *arg, char *out, size_t n, sp_error_
             if (slash && slash != out)
                 *slash = '\0';
         }
+    } else if (loc.kind == SP_LOC_S3) {
+        /* s3://bucket/prefix: the record is the object <prefix>.sp-record.json (a _metadata object names its prefix) */
+        const char *base = strrchr(loc.key, '/') ? strrchr(loc.key, '/') + 1 : loc.key;
+        size_t kl = strcmp(base, "_metadata") == 0 ? (size_t)(base - loc.key) - (base > loc.key) : strlen(loc.key);
+        snprintf(out, n, "%s/%.*s", loc.store_location, (int)kl, loc.key);
+        if (kl == 0)
+            s = sp_error_set(err, SP_ERR_INVALID, SP_NO_OFFSET, "location",
+                             "%s: a snapshot at the root of a bucket has no place for a record beside it", arg);
     } else {
         s = sp_error_set(err, SP_ERR_INVALID, SP_NO_OFFSET, "location",
-                         "%s: a record is kept beside a local snapshot directory or a whole archive", arg);
+                         "%s: a record is kept beside a snapshot directory, an S3 prefix or a whole archive", arg);
     }
     sp_location_free(&loc);
     return s;

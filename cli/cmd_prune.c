@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "commands.h"
+#include "flinkcli.h"
 #include "out.h"
 
 /* "30d", "12h", "90m", "2w", "45s" -> milliseconds; -1 when not a duration. */
@@ -199,6 +200,7 @@ int cmd_prune(int argc, char **argv)
     long keep_last = LONG_MIN; /* not given */
     const char *max_age = NULL;
     bool dry_run = false, json = false, checkpoints = false, force = false, all_jobs = false;
+    const char *rest_url = NULL;
     const cli_option_t opts[] = {
         {"keep-last", 0, OPT_INT, &keep_last, "N", "keep the newest N snapshots of each job (required, N >= 1)"},
         {"max-age", 0, OPT_STRING, &max_age, "DURATION", "also keep every snapshot younger than this (30d, 12h, 90m, 2w)"},
@@ -206,6 +208,7 @@ int cmd_prune(int argc, char **argv)
         {"include-checkpoints", 0, OPT_FLAG, &checkpoints, NULL, "prune retained checkpoints (chk-N) too, not only savepoints"},
         {"all-jobs", 0, OPT_FLAG, &all_jobs, NULL, "prune snapshots whose names do not tell the job, as one group"},
         {"force", 0, OPT_FLAG, &force, NULL, "dispose although restored in NO_CLAIM or LEGACY mode (never pinned or CLAIM)"},
+        {"rest-url", 0, OPT_STRING, &rest_url, "URL", "the cluster to ask about NO_CLAIM / LEGACY restores (default: the one recorded)"},
         {"json", 0, OPT_FLAG, &json, NULL, "one JSON object: every snapshot with its decision and outcome"},
         {0},
     };
@@ -225,6 +228,9 @@ int cmd_prune(int argc, char **argv)
         .keep_last = (uint32_t)keep_last, .max_age_ms = age, .now_ms = now_ms(),
         .include_checkpoints = checkpoints, .all_jobs = all_jobs, .force = force, .dry_run = dry_run,
     };
+    flink_cli_query_t q = {.rest_url = rest_url};
+    o.record_query = flink_cli_record_query;
+    o.record_query_user = &q;
 
     sp_catalog_t cat;
     sp_prune_plan_t plan;
@@ -237,6 +243,11 @@ int cmd_prune(int argc, char **argv)
         return report_error("prune", &err, json);
     }
     sp_status_t first = sp_prune_run(&cat, &plan, &o, &err);
+    flink_cli_query_close(&q);
+    for (uint32_t i = 0; i < plan.n; i++)
+        if (plan.decisions[i].record_warning[0])
+            fprintf(stderr, "sp prune: warning: %s: %s\n", cat.entries[plan.decisions[i].entry].location,
+                    plan.decisions[i].record_warning);
     if (json) {
         print_json(&cat, &plan, &o);
     } else if (cat.n == 0) {

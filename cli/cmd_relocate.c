@@ -6,7 +6,9 @@
 
 #include "commands.h"
 #include "out.h"
+#include "flinkcli.h"
 #include "progress.h"
+#include "s3_config.h"
 
 static void json_plan(jw_t *w, const sp_snapshot_t *snap, const sp_relocate_plan_t *plan, bool dry_run)
 {
@@ -55,7 +57,8 @@ static void json_plan(jw_t *w, const sp_snapshot_t *snap, const sp_relocate_plan
 
 int cmd_relocate(int argc, char **argv)
 {
-    bool move = false, dry_run = false, json = false, checksum = false, unreferenced = false;
+    bool move = false, dry_run = false, json = false, checksum = false, unreferenced = false, force = false;
+    const char *rest_url = NULL;
     long jobs = 4, zthreads = 0;
     const cli_option_t opts[] = {
         {"move", 0, OPT_FLAG, &move, NULL, "delete the source's own files once the copy is verified"},
@@ -65,6 +68,8 @@ int cmd_relocate(int argc, char **argv)
         {"checksum", 0, OPT_FLAG, &checksum, NULL, "compare every copied byte, not only sizes"},
         {"include-unreferenced", 0, OPT_FLAG, &unreferenced, NULL, "also copy files no state handle references"},
         {"zstd-threads", 0, OPT_INT, &zthreads, "N", "zstd worker threads for .tar.zst (default: one per core)"},
+        {"force", 0, OPT_FLAG, &force, NULL, "--move although the ownership record asks to keep the source (pins, NO_CLAIM, LEGACY)"},
+        {"rest-url", 0, OPT_STRING, &rest_url, "URL", "--move: the cluster to ask about NO_CLAIM / LEGACY restores"},
         {0},
     };
     const cli_command_t *cmd = command_find("relocate");
@@ -75,6 +80,7 @@ int cmd_relocate(int argc, char **argv)
         return opts_usage_error(cmd, "give the source snapshot and the destination");
     if (jobs < 1 || jobs > 256)
         return opts_usage_error(cmd, "--jobs must be between 1 and 256");
+    s3_cli_set_jobs((int)jobs); /* S3: at most N transfers in flight per bucket */
     sp_error_t err;
     sp_snapshot_t *snap;
     sp_status_t s = sp_snapshot_open(argv[0], 0, &snap, &err);
@@ -85,8 +91,15 @@ int cmd_relocate(int argc, char **argv)
     sp_relocate_options_t ro = {.move = move, .checksum = checksum, .include_unreferenced = unreferenced,
                                 .jobs = (int)jobs, .zstd_threads = (int)zthreads,
                                 .progress = progress_update, .progress_user = &bar};
+    flink_cli_query_t q = {.rest_url = rest_url};
+    ro.force = force;
+    ro.record_query = flink_cli_record_query;
+    ro.record_query_user = &q;
     sp_relocate_plan_t plan;
     s = sp_relocate_plan(snap, argv[1], &ro, &plan, &err);
+    flink_cli_query_close(&q);
+    if (!s && plan.record_warning)
+        fprintf(stderr, "sp relocate: warning: %s\n", plan.record_warning);
     if (s) {
         sp_relocate_plan_free(&plan);
         sp_snapshot_close(snap);

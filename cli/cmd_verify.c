@@ -69,7 +69,7 @@ int cmd_verify(int argc, char **argv)
         sp_snapshot_close(snap);
         return report_error("verify", &err, json);
     }
-    bool ok = res.n_problems == 0;
+    bool ok = res.n_problems == 0 && res.n_metadata_problems == 0;
     if (json) {
         jw_t w;
         jw_init(&w, stdout, true);
@@ -87,6 +87,23 @@ int cmd_verify(int argc, char **argv)
         for (uint32_t i = 0; i < res.n_problems; i++)
             json_item(&w, snap, &res.problems[i], true);
         jw_arr_end(&w);
+        jw_key(&w, "metadata_problems");
+        jw_arr(&w);
+        for (uint32_t i = 0; i < res.n_metadata_problems; i++) {
+            const sp_metadata_problem_t *p = &res.metadata_problems[i];
+            char hex[33] = "";
+            if (p->operator_index < snap->meta->n_operators)
+                sp_id_to_hex(snap->meta->operators[p->operator_index].id, hex);
+            jw_obj(&w);
+            jw_key(&w, "operator_id");
+            jw_str(&w, hex);
+            jw_key(&w, "subtask");
+            if (p->subtask_index >= 0) jw_int(&w, p->subtask_index); else jw_null(&w);
+            jw_key(&w, "message");
+            jw_str(&w, p->message);
+            jw_obj_end(&w);
+        }
+        jw_arr_end(&w);
         jw_key(&w, "external");
         jw_arr(&w);
         for (uint32_t i = 0; i < res.n_external; i++)
@@ -102,7 +119,7 @@ int cmd_verify(int argc, char **argv)
             if (it->ref.operator_index < snap->meta->n_operators)
                 sp_id_to_hex(snap->meta->operators[it->ref.operator_index].id, hex);
             const char *shown = sp_snapshot_local_path(snap, &it->ref, path, sizeof path) ? path : "";
-            char *stored = mutf8_display(it->ref.path);
+            char *stored = mutf8_term(it->ref.path);
             printf("PROBLEM  %s: %s (operator %s, subtask %d, %s)", sp_problem_name(it->problem),
                    shown[0] ? shown : (stored ? stored : ""), hex, it->ref.subtask_index,
                    sp_ref_slot_name(it->ref.slot));
@@ -111,15 +128,24 @@ int cmd_verify(int argc, char **argv)
             printf("\n");
             free(stored);
         }
+        for (uint32_t i = 0; i < res.n_metadata_problems; i++) {
+            const sp_metadata_problem_t *p = &res.metadata_problems[i];
+            char hex[33] = "-";
+            if (p->operator_index < snap->meta->n_operators)
+                sp_id_to_hex(snap->meta->operators[p->operator_index].id, hex);
+            printf("PROBLEM  metadata: operator %s%s%.0d: %s\n", hex, p->subtask_index >= 0 ? " subtask " : "",
+                   p->subtask_index >= 0 ? p->subtask_index : 0, p->message);
+        }
         for (uint32_t i = 0; i < res.n_external; i++) {
-            char *p = mutf8_display(res.external[i].ref.path);
+            char *p = mutf8_term(res.external[i].ref.path);
             printf("EXTERNAL %s %s%s\n", sp_ref_kind_name(res.external[i].ref.kind), p ? p : "",
                    res.external[i].checked ? "" : " (not checked: not a local path)");
             free(p);
         }
         printf("%s: %" PRIu64 " file reference%s checked, %u problem%s, %u external path%s (%s metadata)\n",
-               ok ? "OK" : "INCOMPLETE", res.files_checked, res.files_checked == 1 ? "" : "s", res.n_problems,
-               res.n_problems == 1 ? "" : "s", res.n_external, res.n_external == 1 ? "" : "s",
+               res.n_problems ? "INCOMPLETE" : ok ? "OK" : "INCONSISTENT", res.files_checked,
+               res.files_checked == 1 ? "" : "s", res.n_problems + res.n_metadata_problems,
+               res.n_problems + res.n_metadata_problems == 1 ? "" : "s", res.n_external, res.n_external == 1 ? "" : "s",
                fmt_iec(snap->size, b1, sizeof b1));
     }
     sp_verify_result_free(&res);

@@ -19,6 +19,18 @@ int cmd_list(int argc, char **argv);
 int cmd_prune(int argc, char **argv);
 int cmd_pin(int argc, char **argv);
 int cmd_unpin(int argc, char **argv);
+int cmd_trigger(int argc, char **argv);
+int cmd_stop(int argc, char **argv);
+int cmd_status(int argc, char **argv);
+int cmd_restore(int argc, char **argv);
+int cmd_jobs(int argc, char **argv);
+
+/* record_show.c: a snapshot's ownership record, for sp inspect (JSON member "record", human lines). */
+void record_json(jw_t *w, const sp_snapshot_t *snap);
+void record_human(const sp_snapshot_t *snap);
+
+int cmd_check(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
 
 /* The command table entry of a subcommand (for help and errors). */
 const cli_command_t *command_find(const char *name);

@@ -59,6 +59,13 @@ static int set_value(const cli_command_t *cmd, const cli_option_t *o, const char
     case OPT_STRING:
         *(const char **)o->value = arg;
         return 0;
+    case OPT_LIST: {
+        cli_list_t *l = o->value;
+        if (l->n >= (int)(sizeof l->v / sizeof l->v[0]))
+            return opts_usage_error(cmd, "too many --%s options", o->long_name);
+        l->v[l->n++] = arg;
+        return 0;
+    }
     case OPT_INT: {
         char *end;
         errno = 0;
@@ -120,6 +127,12 @@ int opts_parse(const cli_command_t *cmd, const cli_option_t *opts, int argc, cha
         if (r)
             return r;
     }
+    /* the global --verbose (taken out of argv by s3_cli_extract) also turns on a command's own */
+    const cli_option_t *v = opts_global_verbose ? find_long(opts, "verbose", 7) : NULL;
+    if (v && v->type == OPT_FLAG)
+        set_value(cmd, v, NULL);
     *npos = n;
     return 0;
 }
+
+bool opts_global_verbose;

@@ -8,13 +8,19 @@
 
 #include <stdbool.h>
 
-typedef enum opt_type { OPT_FLAG, OPT_STRING, OPT_INT } opt_type_t;
+typedef enum opt_type { OPT_FLAG, OPT_STRING, OPT_INT, OPT_LIST } opt_type_t;
+
+/* The value of an OPT_LIST option: every occurrence, in order (argv strings, not copied). */
+typedef struct cli_list {
+    const char *v[64];
+    int n;
+} cli_list_t;
 
 typedef struct cli_option {
     const char *long_name;  /* without "--" */
     char short_name;        /* 0 if none */
     opt_type_t type;
-    void *value;            /* bool*, const char**, long* */
+    void *value;            /* bool*, const char**, long*, cli_list_t* */
     const char *arg_name;   /* for help: "N", "FILE" */
     const char *help;
 } cli_option_t;
@@ -34,6 +40,9 @@ typedef struct cli_command {
  * help (the caller exits 0).
  */
 int opts_parse(const cli_command_t *cmd, const cli_option_t *opts, int argc, char **argv, int *npos);
+
+/* Set when the global --verbose was given (cli/s3_config.c): opts_parse then sets a command's own --verbose. */
+extern bool opts_global_verbose;
 
 /* Print "usage: sp NAME USAGE" and the option table to stdout. */
 void opts_help(const cli_command_t *cmd, const cli_option_t *opts);

@@ -1,6 +1,8 @@
+#define _XOPEN_SOURCE 700 /* wcwidth */
 #include "out.h"
 
 #include <inttypes.h>
+#include <wchar.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -94,6 +96,106 @@ char *mutf8_display(sp_str_t s)
     return out;
 }
 
+char *mutf8_term(sp_str_t s)
+{
+    char *d = mutf8_display(s);
+    if (!d)
+        return NULL;
+    size_t n = strlen(d), ctl = 0;
+    for (size_t i = 0; i < n; i++)
+        ctl += (unsigned char)d[i] < 0x20 || d[i] == 0x7F;
+    if (!ctl)
+        return d;
+    /* control characters (escape sequences, newlines) must not reach the terminal raw */
+    char *t = malloc(n + 3 * ctl + 1);
+    if (!t) {
+        free(d);
+        return NULL;
+    }
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)d[i];
+        if (c < 0x20 || c == 0x7F)
+            o += (size_t)sprintf(t + o, "\\x%02x", c);
+        else
+            t[o++] = (char)c;
+    }
+    t[o] = '\0';
+    free(d);
+    return t;
+}
+
+int term_width(const char *s)
+{
+    mbstate_t st;
+    memset(&st, 0, sizeof st);
+    int w = 0;
+    size_t n = strlen(s);
+    while (n) {
+        wchar_t wc;
+        size_t k = mbrtowc(&wc, s, n, &st);
+        if (k == (size_t)-1 || k == (size_t)-2 || k == 0) {
+            /* not decodable in this locale: count bytes */
+            memset(&st, 0, sizeof st);
+            k = 1;
+            w += 1;
+        } else {
+            int cw = wcwidth(wc);
+            w += cw < 0 ? 1 : cw;
+        }
+        s += k;
+        n -= k;
+    }
+    return w;
+}
+
+void term_cell(FILE *f, const char *s, int width)
+{
+    int w = term_width(s);
+    if (w <= width) {
+        fputs(s, f);
+        for (; w < width; w++)
+            fputc(' ', f);
+        return;
+    }
+    /* cut at a character boundary, leaving one column for the ellipsis */
+    mbstate_t st;
+    memset(&st, 0, sizeof st);
+    size_t n = strlen(s), used = 0;
+    int cols = 0;
+    while (used < n) {
+        wchar_t wc;
+        size_t k = mbrtowc(&wc, s + used, n - used, &st);
+        int cw = 1;
+        if (k == (size_t)-1 || k == (size_t)-2 || k == 0) {
+            memset(&st, 0, sizeof st);
+            k = 1;
+        } else if ((cw = wcwidth(wc)) < 0) {
+            cw = 1;
+        }
+        if (cols + cw > width - 1)
+            break;
+        cols += cw;
+        used += k;
+    }
+    fwrite(s, 1, used, f);
+    fputs("\xe2\x80\xa6", f); /* U+2026 */
+    for (cols++; cols < width; cols++)
+        fputc(' ', f);
+}
+
+/* Length of a valid UTF-8 sequence at s (n bytes left), 0 if invalid. */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+    size_t len = s[0] < 0xC2 ? 0 : s[0] < 0xE0 ? 2 : s[0] < 0xF0 ? 3 : s[0] < 0xF5 ? 4 : 0;
+    if (!len || len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+    return len;
+}
+
 /* ---- JSON ---- */
 
 void jw_init(jw_t *w, FILE *f, bool pretty)
@@ -155,6 +257,18 @@ static void put_escaped(FILE *f, const char *s, size_t n)
     size_t run = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
+        if (c >= 0x80) {
+            size_t k = utf8_seq((const unsigned char *)s + i, n - i);
+            if (k) {
+                i += k - 1;
+                continue;
+            }
+            /* not UTF-8 (a file name in another encoding): JSON must stay valid */
+            fwrite(s + run, 1, i - run, f);
+            fputs("\\ufffd", f);
+            run = i + 1;
+            continue;
+        }
         if (c >= 0x20 && c != '"' && c != '\\')
             continue;
         fwrite(s + run, 1, i - run, f);

@@ -38,6 +38,13 @@ const char *fmt_iec(uint64_t bytes, char *buf, size_t n);
 /* Java modified UTF-8 as displayable UTF-8 (invalid or lone surrogates shown as \uXXXX
  * escapes of the raw bytes).  Returns a malloc'd string. */
 char *mutf8_display(sp_str_t s);
+/* Display width of UTF-8 text in terminal columns (wide CJK characters count 2). */
+int term_width(const char *s);
+/* Print s left-aligned in exactly `width` columns, cut with "…" when wider. */
+void term_cell(FILE *f, const char *s, int width);
+
+/* As mutf8_display, with control characters also shown as \xNN: for the terminal. */
+char *mutf8_term(sp_str_t s);
 
 /* ---- streaming JSON ---- */
 typedef struct jw {

@@ -22,6 +22,7 @@
 #include "sp_snapshot.h"
 #include "sp_store.h"
 #include "sp_verify.h"
+#include "strmap.h"
 
 /* Deep enough for any layout Flink writes; bounds the recursion. */
 #define MAX_DEPTH 64
@@ -309,6 +310,159 @@ static void walk(scan_t *sc, char *path, size_t len, int depth)
     closedir(d);
 }
 
+/* ------------------------------------------------------------------ S3 roots */
+
+/* A prefix of an S3 root that holds `_metadata` or a journal (from one ListObjectsV2 walk of the root). */
+typedef struct s3dir {
+    char *dir;                 /* relative to the root, "" = the root itself */
+    bool has_meta, relocating, disposing;
+    int64_t meta_mtime_ms;
+} s3dir_t;
+
+typedef struct s3walk {
+    s3dir_t *v;
+    size_t n, cap;
+    bool nomem;
+} s3walk_t;
+
+/* "<32 hex>/shared/..." or ".../taskowned/...": incremental checkpoint files, never snapshots. */
+static bool in_job_shared(const char *key)
+{
+    const char *p = key;
+    while (*p) {
+        size_t n = strcspn(p, "/");
+        if (n == 32 && all_hex(p, 32) && p[n] == '/') {
+            const char *q = p + n + 1;
+            size_t m = strcspn(q, "/");
+            if (q[m] == '/' && ((m == 6 && strncmp(q, "shared", 6) == 0) || (m == 9 && strncmp(q, "taskowned", 9) == 0)))
+                return true;
+        }
+        p += n + (p[n] == '/');
+    }
+    return false;
+}
+
+static int s3_seen(const sp_store_entry_t *e, void *user)
+{
+    s3walk_t *w = user;
+    const char *slash = strrchr(e->key, '/');
+    const char *base = slash ? slash + 1 : e->key;
+    int what = strcmp(base, "_metadata") == 0 ? 1 : strcmp(base, SP_RELOCATE_JOURNAL) == 0 ? 2
+               : strcmp(base, SP_DISPOSE_JOURNAL) == 0 ? 3 : 0;
+    if (!what || in_job_shared(e->key))
+        return 0;
+    size_t dl = slash ? (size_t)(slash - e->key) : 0;
+    s3dir_t *d = NULL;
+    for (size_t i = w->n; i-- > 0 && !d;) /* a listing is in key order: the same prefix is near the end */
+        if (strlen(w->v[i].dir) == dl && strncmp(w->v[i].dir, e->key, dl) == 0)
+            d = &w->v[i];
+    if (!d) {
+        if (w->n == w->cap) {
+            size_t cap = w->cap ? w->cap * 2 : 32;
+            s3dir_t *nv = realloc(w->v, cap * sizeof *nv);
+            if (!nv) {
+                w->nomem = true;
+                return 1;
+            }
+            w->v = nv;
+            w->cap = cap;
+        }
+        d = &w->v[w->n];
+        memset(d, 0, sizeof *d);
+        if (!(d->dir = strndup(e->key, dl))) {
+            w->nomem = true;
+            return 1;
+        }
+        w->n++;
+    }
+    if (what == 1) {
+        d->has_meta = true;
+        d->meta_mtime_ms = e->st.mtime_ms;
+    }
+    d->relocating |= what == 2;
+    d->disposing |= what == 3;
+    return 0;
+}
+
+static int by_dir(const void *a, const void *b)
+{
+    return strcmp(((const s3dir_t *)a)->dir, ((const s3dir_t *)b)->dir);
+}
+
+/* An S3 root: one listing of every object under the prefix; each prefix holding `_metadata` or a journal is
+ * an entry, and nothing below an entry is one (as the local walk does not descend into a snapshot). */
+static sp_status_t scan_s3(scan_t *sc, const sp_location_t *loc, sp_error_t *err)
+{
+    sp_catalog_t *out = sc->cat;
+    size_t n = strlen(loc->store_location) + strlen(loc->key) + 2;
+    if (!(out->root = malloc(n)))
+        return sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
+    snprintf(out->root, n, "%s%s%s", loc->store_location, loc->key[0] ? "/" : "", loc->key);
+    sc->root_len = strlen(out->root);
+    sp_store_t *st;
+    sp_status_t s = sp_store_open_location(loc, false, 0, &st, err);
+    if (s)
+        return s;
+    sp_store_stat_t rs;
+    s3walk_t w = {0};
+    if (!(s = st->ops->stat(st, loc->key, &rs, err)) && !rs.exists) {
+        sp_error_set_file(err, out->root);
+        s = sp_error_set(err, SP_ERR_NOT_FOUND, SP_NO_OFFSET, "", "no object under this prefix");
+    }
+    if (!s)
+        s = st->ops->list(st, loc->key, s3_seen, &w, err);
+    sp_store_close(st);
+    if (!s && w.nomem)
+        s = sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
+    if (w.n > 1)
+        qsort(w.v, w.n, sizeof *w.v, by_dir);
+    strmap_t taken = {0}; /* the entries so far: a prefix below one of them is inside a snapshot */
+    for (size_t i = 0; !s && i < w.n && !sc->nomem; i++) {
+        s3dir_t *d = &w.v[i];
+        bool inside = strmap_get(&taken, "") != UINT32_MAX;
+        for (char *slash = strchr(d->dir, '/'); slash && !inside; slash = strchr(slash + 1, '/')) {
+            *slash = '\0';
+            inside = strmap_get(&taken, d->dir) != UINT32_MAX;
+            *slash = '/';
+        }
+        if (inside)
+            continue;
+        if (!strmap_put(&taken, d->dir, 0, NULL)) {
+            sc->nomem = true;
+            break;
+        }
+        char *location = malloc(sc->root_len + strlen(d->dir) + 2);
+        if (!location) {
+            sc->nomem = true;
+            break;
+        }
+        sprintf(location, "%s%s%s", out->root, d->dir[0] ? "/" : "", d->dir);
+        sp_catalog_entry_t *e = add_entry(sc, location, false);
+        free(location);
+        if (!e)
+            break;
+        e->mtime_ms = d->meta_mtime_ms;
+        if (d->disposing) {
+            e->state = SP_CATALOG_DISPOSING;
+            snprintf(e->error.message, sizeof e->error.message,
+                     "an sp dispose of this snapshot was interrupted (%s); sp dispose finishes it", SP_DISPOSE_JOURNAL);
+        } else if (d->relocating) {
+            e->state = SP_CATALOG_INCOMPLETE;
+            snprintf(e->error.message, sizeof e->error.message,
+                     "a relocation into this directory has not finished (%s); running the same sp relocate again "
+                     "finishes it", SP_RELOCATE_JOURNAL);
+        }
+        if (d->has_meta)
+            describe(sc, e);
+        read_record(e);
+    }
+    strmap_free(&taken);
+    for (size_t i = 0; i < w.n; i++)
+        free(w.v[i].dir);
+    free(w.v);
+    return s;
+}
+
 static int by_location(const void *a, const void *b)
 {
     return strcmp(((const sp_catalog_entry_t *)a)->location, ((const sp_catalog_entry_t *)b)->location);
@@ -321,10 +475,21 @@ sp_status_t sp_catalog_scan(const char *root, const sp_catalog_options_t *opts, 
     sp_status_t s = sp_location_parse(root, &loc, err);
     if (s)
         return s;
-    if (loc.kind == SP_LOC_S3 || (loc.kind == SP_LOC_ARCHIVE && loc.key[0])) {
+    if (loc.kind == SP_LOC_S3) {
+        /* s3://bucket/prefix: every snapshot under the prefix, from one listing */
+        scan_t sc = {out, 0, 0, opts && opts->verify, false};
+        s = scan_s3(&sc, &loc, err);
+        sp_location_free(&loc);
+        if (!s && sc.nomem)
+            s = sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
+        if (!s && out->n > 1)
+            qsort(out->entries, out->n, sizeof *out->entries, by_location);
+        return s;
+    }
+    if (loc.kind == SP_LOC_ARCHIVE && loc.key[0]) {
         sp_location_free(&loc);
         return sp_error_set(err, SP_ERR_INVALID, SP_NO_OFFSET, "location",
-                            "%s: a root is a local directory or one archive file", root);
+                            "%s: a root is a local directory, one archive file, or s3://bucket/prefix", root);
     }
     out->root = strdup(loc.kind == SP_LOC_ARCHIVE ? loc.store_location : loc.key);
     sp_location_free(&loc);

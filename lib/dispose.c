@@ -7,10 +7,14 @@
 #include "sp_dispose.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "sp_record.h"
 #include "sp_snapshot.h"
@@ -34,6 +38,39 @@ static bool push(list_t *l, const char *key, int64_t size)
     l->v[l->n].key = strdup(key);
     l->v[l->n].size = size;
     return l->v[l->n++].key != NULL;
+}
+
+/* A temporary file of an sp process that no longer runs: "<name>.sp-tmp-<pid>[-<n>]". */
+static bool stale_temp(const char *name)
+{
+    const char *t = strstr(name, ".sp-tmp-");
+    if (!t)
+        return false;
+    char *end;
+    long pid = strtol(t + 8, &end, 10);
+    if (pid <= 0 || end == t + 8 || (*end != '\0' && *end != '-'))
+        return false;
+    return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+/* "." or ".." components (or "//"): never inside the directory on the strength of a prefix. */
+static bool has_dot_segments(const char *p)
+{
+    for (const char *c = p; *c; c++) {
+        if (*c != '/')
+            continue;
+        const char *n = c + 1;
+        size_t len = strcspn(n, "/");
+        if (len == 0 || (len == 1 && n[0] == '.') || (len == 2 && n[0] == '.' && n[1] == '.'))
+            return true;
+    }
+    return false;
+}
+
+static bool inside_dir(const char *key, const char *dir)
+{
+    size_t dl = strlen(dir);
+    return strncmp(key, dir, dl) == 0 && key[dl] == '/' && !has_dot_segments(key);
 }
 
 typedef struct dctx {
@@ -65,9 +102,7 @@ static int plan_ref(const sp_ref_t *ref, void *user)
     if (strmap_get(&c->seen, key) != UINT32_MAX)
         return 0;
     c->nomem |= !strmap_put(&c->seen, key, 0, NULL);
-    const char *dir = c->snap->dir_key;
-    size_t dl = strlen(dir);
-    bool inside = ref->kind == SP_REF_RELATIVE || (strncmp(key, dir, dl) == 0 && key[dl] == '/');
+    bool inside = ref->kind == SP_REF_RELATIVE || inside_dir(key, c->snap->dir_key);
     int64_t size = ref->kind == SP_REF_SEGMENT ? -1 : ref->size;
     c->nomem |= !push(inside ? &c->del : &c->ext, key, size);
     return c->nomem;
@@ -82,7 +117,8 @@ static int list_unreferenced(const sp_store_entry_t *e, void *user)
     if (strmap_get(&c->seen, key) != UINT32_MAX || strcmp(key, c->snap->metadata_path) == 0 ||
         strcmp(base, SP_DISPOSE_JOURNAL) == 0)
         return 0;
-    c->nomem |= !push(&c->unref, key, e->st.size);
+    /* what an sp run that was killed left (e.g. this journal half written) is sp's own: it goes too */
+    c->nomem |= !push(stale_temp(base) ? &c->del : &c->unref, key, e->st.size);
     return c->nomem;
 }
 
@@ -109,7 +145,8 @@ static sp_status_t write_journal(sp_store_t *st, const char *dir, const list_t *
     return s;
 }
 
-static sp_status_t read_journal(sp_store_t *st, const char *dir, list_t *order, bool *found, sp_error_t *err)
+static sp_status_t read_journal(sp_store_t *st, const char *dir, bool include_external, list_t *order, bool *found,
+                                sp_error_t *err)
 {
     char key[PATH_MAX];
     snprintf(key, sizeof key, "%s/%s", dir, SP_DISPOSE_JOURNAL);
@@ -131,12 +168,21 @@ static sp_status_t read_journal(sp_store_t *st, const char *dir, list_t *order, 
         sp_error_set_file(err, key);
         return sp_error_set(err, SP_ERR_MALFORMED, SP_NO_OFFSET, "", "not a dispose journal of this directory");
     }
-    size_t dl = strlen(dir);
     const cJSON *e;
     cJSON_ArrayForEach(e, a) {
-        /* only ever paths inside the directory, whatever the journal says */
-        if (!cJSON_IsString(e) || strncmp(e->valuestring, dir, dl) != 0 || e->valuestring[dl] != '/' ||
-            strstr(e->valuestring + dl, "/../")) {
+        /* only ever paths inside the directory, whatever the journal says; outside it (an interrupted
+         * --include-external) only when asked again */
+        bool ok = cJSON_IsString(e) && (inside_dir(e->valuestring, dir) ||
+                                        (include_external && e->valuestring[0] == '/' && !has_dot_segments(e->valuestring)));
+        if (!ok && cJSON_IsString(e) && !include_external && e->valuestring[0] == '/' &&
+            !has_dot_segments(e->valuestring)) {
+            cJSON_Delete(j);
+            sp_error_set_file(err, key);
+            return sp_error_set(err, SP_ERR_REFUSED, SP_NO_OFFSET, "",
+                                "the interrupted dispose was deleting referenced files outside the snapshot too; run "
+                                "it again with --include-external to finish it");
+        }
+        if (!ok) {
             cJSON_Delete(j);
             sp_error_set_file(err, key);
             return sp_error_set(err, SP_ERR_MALFORMED, SP_NO_OFFSET, "delete", "journal names a path outside the snapshot");
@@ -157,6 +203,8 @@ static void remove_subdirs(sp_store_t *st, const char *dir, const list_t *delete
     size_t dl = strlen(dir);
     for (uint32_t i = 0; i < deleted->n; i++) {
         char p[PATH_MAX];
+        if (!inside_dir(deleted->v[i].key, dir))
+            continue; /* never a directory outside the snapshot */
         snprintf(p, sizeof p, "%s", deleted->v[i].key);
         for (char *slash = strrchr(p, '/'); slash && (size_t)(slash - p) > dl; slash = strrchr(p, '/')) {
             *slash = '\0';
@@ -199,6 +247,88 @@ static void free_list(list_t *l)
     memset(l, 0, sizeof *l);
 }
 
+/* Every deletion goes through a parent directory that is what its name says (no symbolic link on the way,
+ * as the local store's delete insists): check them all before the journal is written. */
+static sp_status_t check_paths(const char *dir, const list_t *del, sp_error_t *err)
+{
+    char real[PATH_MAX], parent[PATH_MAX];
+    for (uint32_t i = 0; i <= del->n; i++) {
+        const char *key = i < del->n ? del->v[i].key : NULL;
+        if (key) {
+            const char *slash = strrchr(key, '/');
+            if (!slash || has_dot_segments(key)) {
+                sp_error_set_file(err, key);
+                return sp_error_set(err, SP_ERR_REFUSED, SP_NO_OFFSET, "", "not a plain absolute path; not deleting it");
+            }
+            snprintf(parent, sizeof parent, "%.*s", slash == key ? 1 : (int)(slash - key), key);
+        } else {
+            snprintf(parent, sizeof parent, "%s", dir); /* the directory itself, removed last */
+        }
+        if (i > 0 && i < del->n && strcmp(parent, dir) == 0)
+            continue; /* checked once */
+        if (!realpath(parent, real)) {
+            if (errno == ENOENT)
+                continue;
+            sp_error_set_file(err, parent);
+            return sp_error_set(err, SP_ERR_IO, SP_NO_OFFSET, "", "cannot resolve: %s", strerror(errno));
+        }
+        if (strcmp(real, parent) != 0) {
+            sp_error_set_file(err, key ? key : dir);
+            return sp_error_set(err, SP_ERR_REFUSED, SP_NO_OFFSET, "",
+                                "a directory on the path is a symbolic link (%s leads to %s); not following it, "
+                                "nothing was deleted",
+                                parent, real);
+        }
+    }
+    return SP_OK;
+}
+
+/* No journal and no metadata: the last steps of an interrupted dispose (the journal was removed, the
+ * directory not yet), or an empty directory.  Finish it when nothing but sp's own leftovers is there. */
+static bool finish_empty(sp_store_t *st, const char *dir, const sp_dispose_options_t *opts, sp_dispose_result_t *res)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return false;
+    list_t left = {0};
+    bool only = true;
+    struct dirent *e;
+    while (only && (e = readdir(d))) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        char key[PATH_MAX];
+        snprintf(key, sizeof key, "%s/%s", dir, e->d_name);
+        only = stale_temp(e->d_name) && push(&left, key, -1);
+    }
+    closedir(d);
+    if (only && !opts->dry_run) {
+        for (uint32_t i = 0; i < left.n && only; i++)
+            only = st->ops->remove(st, left.v[i].key, NULL) == SP_OK;
+        only = only && st->ops->remove_dir(st, dir, NULL) == SP_OK;
+        res->directory_removed = only;
+    }
+    if (only)
+        take(&left, &res->n_deleted, &res->deleted);
+    free_list(&left);
+    return only;
+}
+
+
+
+/* The ownership record's verdict; a refusal force overrode is kept in res->record_warning. */
+static sp_status_t record_check(const char *dir, const sp_dispose_options_t *opts, sp_dispose_result_t *res,
+                                sp_error_t *err)
+{
+    char warning[1024] = "";
+    sp_record_check_options_t ro = {.force = opts->force, .query = opts->record_query,
+                                    .query_user = opts->record_query_user, .warning = warning,
+                                    .warning_size = sizeof warning};
+    sp_status_t s = sp_record_check_delete_ex(dir, &ro, err);
+    if (!s && warning[0])
+        res->record_warning = strdup(warning);
+    return s;
+}
+
 static sp_status_t dispose_archive(const sp_location_t *loc, const sp_dispose_options_t *opts,
                                    sp_dispose_result_t *res, sp_error_t *err)
 {
@@ -211,7 +341,7 @@ static sp_status_t dispose_archive(const sp_location_t *loc, const sp_dispose_op
     if (s)
         return s;
     sp_snapshot_close(snap);
-    if ((s = sp_record_check_delete(loc->store_location, opts->force, err)))
+    if ((s = record_check(loc->store_location, opts, res, err)))
         return s;
     res->directory = strdup(loc->store_location);
     list_t del = {0};
@@ -231,6 +361,10 @@ static sp_status_t dispose_archive(const sp_location_t *loc, const sp_dispose_op
     return s;
 }
 
+/* dispose_s3.c: the same for a snapshot in S3 */
+sp_status_t sp_dispose_s3_(const sp_location_t *loc, const char *location, const sp_dispose_options_t *opts,
+                           sp_dispose_result_t *res, sp_error_t *err);
+
 sp_status_t sp_dispose(const char *location, const sp_dispose_options_t *opts, sp_dispose_result_t *res,
                        sp_error_t *err)
 {
@@ -247,9 +381,10 @@ sp_status_t sp_dispose(const char *location, const sp_dispose_options_t *opts, s
         sp_location_free(&loc);
         return s;
     }
-    if (loc.kind != SP_LOC_LOCAL) {
+    if (loc.kind == SP_LOC_S3) {
+        s = sp_dispose_s3_(&loc, location, opts, res, err); /* dispose_s3.c */
         sp_location_free(&loc);
-        return sp_error_set(err, SP_ERR_INVALID, SP_NO_OFFSET, "location", "%s: not supported yet", location);
+        return s;
     }
     sp_store_t *st;
     if ((s = sp_store_open_local(&st, err))) {
@@ -263,6 +398,13 @@ sp_status_t sp_dispose(const char *location, const sp_dispose_options_t *opts, s
     sp_location_free(&loc);
     if ((s = st->ops->stat(st, dir, &ls, err)))
         goto out;
+    struct stat target;
+    if (ls.exists && ls.is_symlink && stat(dir, &target) == 0 && S_ISDIR(target.st_mode)) {
+        /* (lstat: a link is never is_dir, so this is checked first) */
+        sp_error_set_file(err, dir);
+        s = sp_error_set(err, SP_ERR_REFUSED, SP_NO_OFFSET, "", "the snapshot directory is a symbolic link; not following it");
+        goto out;
+    }
     if (ls.exists && !ls.is_dir) {
         char *slash = strrchr(dir, '/');
         if (slash && slash != dir)
@@ -271,30 +413,34 @@ sp_status_t sp_dispose(const char *location, const sp_dispose_options_t *opts, s
         sp_error_set_file(err, dir);
         s = sp_error_set(err, SP_ERR_NOT_FOUND, SP_NO_OFFSET, "", "no such snapshot");
         goto out;
-    } else if (ls.is_symlink) {
-        sp_error_set_file(err, dir);
-        s = sp_error_set(err, SP_ERR_REFUSED, SP_NO_OFFSET, "", "the snapshot directory is a symbolic link; not following it");
-        goto out;
     }
     res->directory = strdup(dir);
 
     list_t order = {0};
     bool found;
-    if ((s = read_journal(st, dir, &order, &found, err)))
+    if ((s = read_journal(st, dir, opts->include_external, &order, &found, err))) {
+        free_list(&order);
         goto out;
+    }
     if (found) {
         res->resumed = true;
-        if (!opts->dry_run)
+        s = check_paths(dir, &order, err);
+        if (!s && !opts->dry_run)
             s = execute(st, dir, &order, res, err);
         take(&order, &res->n_deleted, &res->deleted);
         goto out;
     }
 
-    if ((s = sp_record_check_delete(dir, opts->force, err)))
+    if ((s = record_check(dir, opts, res, err)))
         goto out;
     sp_snapshot_t *snap;
-    if ((s = sp_snapshot_open(dir, 0, &snap, err)))
+    if ((s = sp_snapshot_open(dir, 0, &snap, err))) {
+        if (s == SP_ERR_NOT_FOUND && finish_empty(st, dir, opts, res)) {
+            sp_error_clear(err);
+            s = SP_OK;
+        }
         goto out;
+    }
     dctx_t c;
     memset(&c, 0, sizeof c);
     c.snap = snap;
@@ -321,6 +467,8 @@ sp_status_t sp_dispose(const char *location, const sp_dispose_options_t *opts, s
         if (c.nomem)
             s = sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
     }
+    if (!s)
+        s = check_paths(dir, &c.del, err); /* refused before anything is deleted, not half-way */
     if (!s && !opts->dry_run) {
         s = write_journal(st, dir, &c.del, err);
         if (!s)
@@ -348,5 +496,6 @@ void sp_dispose_result_free(sp_dispose_result_t *r)
     l = (list_t){r->unreferenced, r->n_unreferenced, r->n_unreferenced};
     free_list(&l);
     free(r->directory);
+    free(r->record_warning);
     memset(r, 0, sizeof *r);
 }

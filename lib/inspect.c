@@ -3,7 +3,10 @@
 #include "sp_inspect.h"
 
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+
+#include "strmap.h"
 
 typedef struct acc {
     const sp_snapshot_t *snap;
@@ -11,7 +14,21 @@ typedef struct acc {
     bool saw_savepoint_handle;  /* tag 7: KeyGroupsSavepointStateHandle */
     bool saw_changelog;         /* tags 8-10, 13, 14: changelog backend = checkpoint */
     bool saw_shared_dir;        /* an absolute path into a checkpoint's shared/ */
+    strmap_t channel_files;     /* channel-state files already counted */
 } acc_t;
+
+/* Unaligned-checkpoint channel state: many channel handles share one file
+ * (of one subtask or several); the file's bytes count once in the total. */
+static bool repeated_channel_file(acc_t *a, const sp_ref_t *ref)
+{
+    if ((ref->slot != SP_SLOT_INPUT_CHANNEL && ref->slot != SP_SLOT_OUTPUT_CHANNEL) || ref->kind == SP_REF_INLINE)
+        return false;
+    char key[4096];
+    snprintf(key, sizeof key, "%d:%.*s", ref->kind, (int)ref->path.len, (const char *)ref->path.ptr);
+    uint32_t existing = UINT32_MAX;
+    strmap_put(&a->channel_files, key, 0, &existing);
+    return existing != UINT32_MAX;
+}
 
 static int add_ref(const sp_ref_t *ref, void *user)
 {
@@ -39,7 +56,7 @@ static int add_ref(const sp_ref_t *ref, void *user)
         else
             o->file_refs++;
     }
-    if (ref->kind != SP_REF_DIRECTORY)
+    if (ref->kind != SP_REF_DIRECTORY && !repeated_channel_file(a, ref))
         s->total_state_bytes += bytes;
     return 0;
 }
@@ -129,8 +146,9 @@ sp_status_t sp_summarize(const sp_snapshot_t *snap, sp_summary_t *out, sp_error_
             else if (subtask_has_state(st, m->version))
                 out->operators[i].subtasks_with_state++;
         }
-    acc_t a = {snap, out, false, false, false};
+    acc_t a = {snap, out, false, false, false, {0}};
     sp_meta_visit_refs(m, add_ref, &a);
+    strmap_free(&a.channel_files);
     out->relocatable = out->blockers == 0;
     decide_kind(&a);
     return SP_OK;

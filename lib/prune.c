@@ -6,6 +6,7 @@
  */
 #include "sp_prune.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -176,9 +177,12 @@ static void dispose_one(const sp_catalog_entry_t *e, sp_prune_decision_t *d, con
             return;
         }
     }
-    sp_dispose_options_t dopts = {.dry_run = o->dry_run, .force = o->force};
+    sp_dispose_options_t dopts = {.dry_run = o->dry_run, .force = o->force, .record_query = o->record_query,
+                                  .record_query_user = o->record_query_user};
     sp_dispose_result_t res;
     sp_status_t s = sp_dispose(e->location, &dopts, &res, &d->error);
+    if (res.record_warning)
+        snprintf(d->record_warning, sizeof d->record_warning, "%s", res.record_warning);
     d->bytes = res.bytes;
     d->outcome = s ? SP_PRUNE_FAILED : o->dry_run ? SP_PRUNE_PLANNED : SP_PRUNE_DISPOSED;
     if (!s)

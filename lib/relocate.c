@@ -9,13 +9,18 @@
 #include "sp_relocate.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "sp_dispose.h"
+#include "sp_record.h"
 #include "sp_verify.h"
 #include "strmap.h"
 
@@ -24,7 +29,40 @@ typedef struct plan_priv {
     strmap_t by_dst;         /* dst_rel -> file index */
     sp_location_t dst;       /* parsed destination */
     char *dst_dir_key;       /* destination directory as a key of the destination store */
+    char *dst_loc;           /* the destination directory as a location: the local path, or s3://bucket/prefix */
+    bool dst_exists;         /* something is at the destination already (resume / reuse / complete) */
+    bool finish_move_only;   /* an earlier --move got as far as deleting the source: only that is left */
+    bool archive_complete;   /* the destination archive already holds exactly this relocation */
 } plan_priv_t;
+
+/* A temporary file an sp process that no longer runs left behind:
+ * "<name>.sp-tmp-<pid>[-<n>]" (store_local, store_archive, fs). */
+static bool stale_temp(const char *name)
+{
+    const char *t = strstr(name, ".sp-tmp-");
+    if (!t)
+        return false;
+    char *end;
+    long pid = strtol(t + 8, &end, 10);
+    if (pid <= 0 || end == t + 8 || (*end != '\0' && *end != '-'))
+        return false;
+    return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+/* A path with "." or ".." components (or "//") is never taken to be inside
+ * a directory on the strength of its prefix. */
+static bool has_dot_segments(const char *p)
+{
+    for (const char *c = p; *c; c++) {
+        if (*c != '/')
+            continue;
+        const char *n = c + 1;
+        size_t len = strcspn(n, "/");
+        if (len == 0 || (len == 1 && n[0] == '.') || (len == 2 && n[0] == '.' && n[1] == '.'))
+            return true;
+    }
+    return false;
+}
 
 static char *xstrdup(const char *s)
 {
@@ -58,6 +96,7 @@ typedef struct pctx {
     uint32_t cap;
     sp_status_t status;
     sp_error_t *err;
+    const char *real_dir;    /* realpath of a local source directory */
 } pctx_t;
 
 static sp_relocate_file_t *add_file(pctx_t *c, const char *src_key, bool src_local, int64_t size, bool external,
@@ -130,12 +169,33 @@ static int plan_ref(const sp_ref_t *ref, void *user)
                                  (int)ref->path.len, (const char *)ref->path.ptr);
         return 1;
     }
-    /* an absolute reference from a snapshot inside an archive reads the local file system */
+    /* an absolute reference from a snapshot inside an archive (or in S3) reads the local file system */
     bool src_local = store == c->snap->local && c->snap->store != c->snap->local;
+    if (store != c->snap->store && store != c->snap->local) {
+        c->status = sp_error_set(c->err, SP_ERR_INVALID, ref->handle ? ref->handle->offset : SP_NO_OFFSET, "path",
+                                 "the referenced file \"%.*s\" is in another bucket than the snapshot; relocate copies "
+                                 "from the snapshot's own bucket (and local files) only",
+                                 (int)ref->path.len, (const char *)ref->path.ptr);
+        return 1;
+    }
     const char *dir = c->snap->dir_key;
     size_t dl = strlen(dir);
-    bool inside = ref->kind == SP_REF_RELATIVE ||
-                  (c->snap->store == c->snap->local && strncmp(key, dir, dl) == 0 && key[dl] == '/');
+    /* (absolute references into the directory: local paths of a local snapshot, s3:// keys of an S3 one) */
+    bool inside = ref->kind == SP_REF_RELATIVE || (store == c->snap->store && strncmp(key, dir, dl) == 0 &&
+                                                   key[dl] == '/' && !has_dot_segments(key));
+    if (inside && c->real_dir && strchr(key + dl + 1, '/')) {
+        /* nested: no directory on the way may be a link leading out of the snapshot */
+        char real[PATH_MAX];
+        size_t rl = strlen(c->real_dir);
+        if (realpath(key, real) && (strncmp(real, c->real_dir, rl) != 0 || real[rl] != '/')) {
+            sp_error_set_file(c->err, key);
+            c->status = sp_error_set(c->err, SP_ERR_REFUSED, SP_NO_OFFSET, "",
+                                     "the path leads out of the snapshot through a symbolic link (to %s); sp does "
+                                     "not follow links out of a snapshot",
+                                     real);
+            return 1;
+        }
+    }
     sp_store_stat_t st;
     sp_status_t s = store->ops->stat(store, key, &st, c->err);
     if (s) {
@@ -167,8 +227,10 @@ static int plan_ref(const sp_ref_t *ref, void *user)
         c->status = sp_error_set(c->err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
         return 1;
     }
-    if (!f->dst_rel && !assign_dst(c, idx, inside ? key + (ref->kind == SP_REF_RELATIVE ? (dl ? dl + 1 : 0) : dl + 1)
-                                                  : base_name(key))) {
+    /* files of the snapshot keep their place; gathered ones are named after all of those (sp_relocate_plan),
+     * so that they can never take a name a file of the snapshot needs */
+    if (!f->dst_rel && inside &&
+        !assign_dst(c, idx, key + (ref->kind == SP_REF_RELATIVE ? (dl ? dl + 1 : 0) : dl + 1))) {
         c->status = sp_error_set(c->err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
         return 1;
     }
@@ -232,6 +294,64 @@ static sp_status_t journal_matches(sp_store_t *dst, const char *dst_dir, const s
     return s;
 }
 
+static sp_status_t expected_metadata(sp_snapshot_t *snap, sp_relocate_plan_t *plan, uint8_t **bytes, size_t *len,
+                                     sp_error_t *err);
+
+/* Whether a local directory holds nothing but temporary files of sp runs that died. */
+static bool only_stale_temps(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return false;
+    bool only = true;
+    struct dirent *e;
+    while (only && (e = readdir(d)))
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 && !stale_temp(e->d_name))
+            only = false;
+    closedir(d);
+    return only;
+}
+
+/* Open and verify a snapshot at `location`; NULL unless it opens and has no problem. */
+static sp_snapshot_t *open_verified(const char *location)
+{
+    sp_snapshot_t *d;
+    sp_error_t e;
+    if (sp_snapshot_open(location, 0, &d, &e) != SP_OK)
+        return NULL;
+    sp_verify_result_t vr;
+    bool good = sp_verify(d, &vr, &e) == SP_OK && vr.n_problems == 0;
+    if (good)
+        sp_verify_result_free(&vr);
+    if (!good) {
+        sp_snapshot_close(d);
+        return NULL;
+    }
+    return d;
+}
+
+/* The real path of p, or for a p that does not exist yet, its parent's real path and its name. */
+static bool real_path_of(const char *p, char *out)
+{
+    if (realpath(p, out))
+        return true;
+    const char *slash = strrchr(p, '/');
+    char parent[PATH_MAX], rp[PATH_MAX];
+    if (!slash || strlen(p) >= PATH_MAX)
+        return false;
+    snprintf(parent, sizeof parent, "%.*s", slash == p ? 1 : (int)(slash - p), p);
+    if (!realpath(parent, rp))
+        return false;
+    snprintf(out, PATH_MAX, "%s%s%s", rp, strcmp(rp, "/") != 0 ? "/" : "", slash + 1);
+    return true;
+}
+
+static bool same_or_nested(const char *a, const char *b)
+{
+    size_t n = strlen(b);
+    return strncmp(a, b, n) == 0 && (a[n] == '\0' || a[n] == '/');
+}
+
 sp_status_t sp_relocate_plan(sp_snapshot_t *snap, const char *dst, const sp_relocate_options_t *opts,
                              sp_relocate_plan_t *plan, sp_error_t *err)
 {
@@ -244,24 +364,82 @@ sp_status_t sp_relocate_plan(sp_snapshot_t *snap, const char *dst, const sp_relo
     sp_status_t s = sp_location_parse(dst, &pv->dst, err);
     if (s)
         return s;
-    if (pv->dst.kind == SP_LOC_S3)
-        return sp_error_set(err, SP_ERR_INVALID, SP_NO_OFFSET, "destination", "s3:// destinations are not supported yet");
     plan->archive = pv->dst.kind == SP_LOC_ARCHIVE;
     pv->dst_dir_key = xstrdup(pv->dst.key);
+    bool dst_s3 = pv->dst.kind == SP_LOC_S3;
+    if (dst_s3) {
+        size_t n = strlen(pv->dst.store_location) + strlen(pv->dst.key) + 2;
+        if ((pv->dst_loc = malloc(n)))
+            snprintf(pv->dst_loc, n, "%s%s%s", pv->dst.store_location, pv->dst.key[0] ? "/" : "", pv->dst.key);
+    } else {
+        pv->dst_loc = xstrdup(pv->dst.key);
+    }
+    if (!pv->dst_loc || !pv->dst_dir_key)
+        return sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
+    bool src_is_dir = snap->store == snap->local;
+    bool src_s3 = strcmp(snap->store->ops->name, "s3") == 0; /* a prefix of a bucket: a directory too */
 
-    /* the destination must be new (or an unfinished run of this relocation) */
-    sp_store_t *local;
-    if ((s = sp_store_open_local(&local, err)))
+    /* never into (or onto, or around) the source: checked before anything that exists there is looked at */
+    const char *dst_path = plan->archive ? pv->dst.store_location : pv->dst_loc;
+    const char *src_path = src_s3 ? snap->dir : src_is_dir ? snap->dir_key : snap->store->location;
+    src_is_dir = src_is_dir || src_s3;
+    char real_src[PATH_MAX], real_dst[PATH_MAX];
+    bool clash = same_or_nested(dst_path, src_path) || (src_is_dir && same_or_nested(src_path, dst_path));
+    if (!clash && realpath(src_path, real_src) && real_path_of(dst_path, real_dst))
+        clash = same_or_nested(real_dst, real_src) || (src_is_dir && same_or_nested(real_src, real_dst));
+    if (clash)
+        return sp_error_set(err, SP_ERR_REFUSED, SP_NO_OFFSET, "destination",
+                            "the destination is the source snapshot, lies inside it or contains it");
+
+    /* --move deletes the source: its ownership record must allow that (checked before anything is copied or
+     * renamed) */
+    if (opts && opts->move) {
+        char warning[1024] = "";
+        sp_record_check_options_t ro = {.force = opts->force, .query = opts->record_query,
+                                        .query_user = opts->record_query_user, .warning = warning,
+                                        .warning_size = sizeof warning};
+        if ((s = sp_record_check_delete_ex(src_path, &ro, err)))
+            return s;
+        if (warning[0])
+            plan->record_warning = strdup(warning);
+    }
+
+    /* the destination must be new, or an unfinished run of this relocation, or already hold exactly its result */
+    sp_store_t *local; /* the store the destination is in (local file system, or its bucket) */
+    if ((s = dst_s3 ? sp_store_open_location(&pv->dst, false, 0, &local, err) : sp_store_open_local(&local, err)))
         return s;
     sp_store_stat_t st;
-    const char *probe = plan->archive ? pv->dst.store_location : pv->dst.key;
-    s = local->ops->stat(local, probe, &st, err);
+    bool check_complete = false;
+    s = local->ops->stat(local, dst_s3 ? pv->dst.key : dst_path, &st, err);
     if (!s && st.exists) {
-        bool resume = false;
-        if (!plan->archive && st.is_dir)
+        pv->dst_exists = true;
+        bool resume = false, refuse = false, usable = !st.is_symlink && st.is_dir != plan->archive;
+        if (usable && !plan->archive)
             s = journal_matches(local, pv->dst.key, snap, &resume, err);
-        if (!s && !resume) {
-            sp_error_set_file(err, probe);
+        char djournal[PATH_MAX];
+        snprintf(djournal, sizeof djournal, "%s%s%s", src_is_dir ? snap->dir_key : "",
+                 src_is_dir && snap->dir_key[0] ? "/" : "", SP_DISPOSE_JOURNAL);
+        sp_store_stat_t js;
+        sp_snapshot_t *done = NULL;
+        if (s || resume) {
+            /* an unfinished run of this relocation */
+        } else if (usable && !plan->archive && !dst_s3 && only_stale_temps(pv->dst.key)) {
+            /* an empty directory, or what a run killed while writing its journal left: start afresh */
+        } else if (usable && opts && opts->move && src_is_dir &&
+                   snap->store->ops->stat(snap->store, djournal, &js, NULL) == SP_OK && js.exists &&
+                   (done = open_verified(plan->archive ? plan->dst_display : pv->dst_loc)) != NULL &&
+                   done->meta->checkpoint_id == snap->meta->checkpoint_id) {
+            /* a --move that was interrupted while it deleted the (verified-copied) source */
+            pv->finish_move_only = true;
+            resume = true;
+        } else if (usable) {
+            check_complete = true; /* decided once the plan is known */
+        } else {
+            refuse = true;
+        }
+        sp_snapshot_close(done);
+        if (refuse) {
+            sp_error_set_file(err, dst_path);
             s = sp_error_set(err, SP_ERR_REFUSED, SP_NO_OFFSET, "",
                              "the destination already exists; relocate writes only to a new location");
         }
@@ -270,15 +448,11 @@ sp_status_t sp_relocate_plan(sp_snapshot_t *snap, const char *dst, const sp_relo
     sp_store_close(local);
     if (s)
         return s;
-    if (!plan->archive && snap->store == snap->local) {
-        size_t dl = strlen(snap->dir_key);
-        if (strcmp(pv->dst.key, snap->dir_key) == 0 ||
-            (strncmp(pv->dst.key, snap->dir_key, dl) == 0 && pv->dst.key[dl] == '/'))
-            return sp_error_set(err, SP_ERR_REFUSED, SP_NO_OFFSET, "destination",
-                                "the destination lies inside the source snapshot");
-    }
+    if (pv->finish_move_only)
+        return SP_OK; /* the source is partly deleted already: nothing to copy */
 
-    pctx_t c = {snap, plan, pv, 0, SP_OK, err};
+    char real_dir[PATH_MAX];
+    pctx_t c = {snap, plan, pv, 0, SP_OK, err, src_is_dir && realpath(snap->dir, real_dir) ? real_dir : NULL};
     if (sp_meta_visit_refs(snap->meta, plan_ref, &c))
         return c.status ? c.status : SP_ERR_NOMEM;
     /* unreferenced files of the source directory */
@@ -299,10 +473,36 @@ sp_status_t sp_relocate_plan(sp_snapshot_t *snap, const char *dst, const sp_relo
                 return sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
         }
     }
+    /* files gathered from outside: named last, by their base name, made unique */
+    for (uint32_t i = 0; i < plan->n_files; i++)
+        if (!plan->files[i].dst_rel && !assign_dst(&c, i, base_name(plan->files[i].src_key)))
+            return sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
     for (uint32_t i = 0; i < plan->n_files; i++)
         plan->total_bytes += plan->files[i].size > 0 ? (uint64_t)plan->files[i].size : 0;
-    if (opts && opts->move && !plan->archive && snap->store == snap->local && !plan->resume) {
-        /* one rename moves everything when nothing comes from outside and nothing would be left behind */
+
+    if (check_complete) {
+        /* something is there already: fine only if it is exactly what this relocation writes, complete */
+        sp_snapshot_t *d = open_verified(plan->archive ? plan->dst_display : pv->dst_loc);
+        uint8_t *want = NULL;
+        size_t want_len = 0;
+        bool same = false;
+        if (d && expected_metadata(snap, plan, &want, &want_len, NULL) == SP_OK)
+            same = want_len == d->size && memcmp(want, d->bytes, want_len) == 0;
+        free(want);
+        sp_snapshot_close(d);
+        if (!same) {
+            sp_error_set_file(err, dst_path);
+            return sp_error_set(err, SP_ERR_REFUSED, SP_NO_OFFSET, "",
+                                "the destination already exists; relocate writes only to a new location");
+        }
+        plan->resume = true;
+        pv->archive_complete = plan->archive;
+    }
+
+    if (opts && opts->move && !plan->archive && src_is_dir && !src_s3 && !dst_s3 && !pv->dst_exists) {
+        /* one rename moves everything when nothing comes from outside, nothing would be left behind, and no
+         * handle needs rewriting (the rewritten _metadata could only be written after the rename: a crash in
+         * between would leave a destination whose metadata points at the vanished source) */
         bool gathered = false;
         for (uint32_t i = 0; i < plan->n_files && !gathered; i++)
             gathered = plan->files[i].external;
@@ -315,9 +515,10 @@ sp_status_t sp_relocate_plan(sp_snapshot_t *snap, const char *dst, const sp_relo
         sp_store_stat_t ss;
         if (parent && snap->local->ops->stat(snap->local, parent, &ds, NULL) == SP_OK && ds.exists &&
             snap->local->ops->stat(snap->local, snap->dir_key, &ss, NULL) == SP_OK)
-            same_dev = ds.device == ss.device;
+            same_dev = ds.device == ss.device && !ss.is_symlink;
         free(parent);
-        plan->rename_whole = same_dev && !gathered && (plan->n_unreferenced == 0 || opts->include_unreferenced);
+        plan->rename_whole = same_dev && !gathered && plan->rewrites == 0 &&
+                             (plan->n_unreferenced == 0 || opts->include_unreferenced);
     }
     return SP_OK;
 }
@@ -367,12 +568,75 @@ static int rewrite_ref(const sp_ref_t *ref, void *user)
         return 1;
     }
     char path[PATH_MAX * 2];
-    snprintf(path, sizeof path, "file:%s/%s", c->dst_abs, f->dst_rel);
+    snprintf(path, sizeof path, "%s%s/%s", strstr(c->dst_abs, "://") ? "" : "file:", c->dst_abs, f->dst_rel);
     if (ref->kind == SP_REF_SEGMENT)
         h->u.segment.path = sp_meta_str(m, path, strlen(path));
     else
         h->u.file.path = sp_meta_str(m, path, strlen(path));
     return 0;
+}
+
+/* The _metadata this plan writes, computed on a copy of the model (snap->meta is left as it is). */
+static sp_status_t expected_metadata(sp_snapshot_t *snap, sp_relocate_plan_t *plan, uint8_t **bytes, size_t *len,
+                                     sp_error_t *err)
+{
+    plan_priv_t *pv = plan->priv_;
+    sp_snapshot_t copy = *snap;
+    sp_status_t s = sp_meta_decode(snap->bytes, snap->size, NULL, &copy.meta, err);
+    if (s)
+        return s;
+    rctx_t rc = {&copy, plan, plan->archive ? NULL : pv->dst_loc, SP_OK, err};
+    if (sp_meta_visit_refs(copy.meta, rewrite_ref, &rc))
+        s = rc.status ? rc.status : SP_ERR_NOMEM;
+    if (!s)
+        s = sp_meta_encode(copy.meta, bytes, len, err);
+    sp_meta_free(copy.meta);
+    return s;
+}
+
+/* Remove what sp processes that died left under a destination directory
+ * (temporary files: a resumed run makes its own). */
+static int drop_stale(const sp_store_entry_t *e, void *user)
+{
+    const char *dir = user;
+    const char *name = base_name(e->key);
+    if (stale_temp(name)) {
+        char *k = join_key(dir, e->key);
+        sp_store_t *local;
+        if (k && sp_store_open_local(&local, NULL) == SP_OK) {
+            local->ops->remove(local, k, NULL);
+            sp_store_close(local);
+        }
+        free(k);
+    }
+    return 0;
+}
+
+static void clean_stale(const plan_priv_t *pv, bool archive)
+{
+    if (!archive) {
+        sp_store_t *local;
+        if (sp_store_open_local(&local, NULL) == SP_OK) {
+            local->ops->list(local, pv->dst.key, drop_stale, pv->dst.key, NULL);
+            sp_store_close(local);
+        }
+        return;
+    }
+    /* "<archive>.sp-tmp-<pid>" beside the archive */
+    const char *path = pv->dst.store_location;
+    const char *slash = strrchr(path, '/');
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%.*s", slash && slash != path ? (int)(slash - path) : 1, path);
+    const char *base = slash ? slash + 1 : path;
+    size_t bl = strlen(base);
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strncmp(e->d_name, base, bl) == 0 && strncmp(e->d_name + bl, ".sp-tmp-", 8) == 0 && stale_temp(e->d_name))
+            unlinkat(dirfd(d), e->d_name, 0);
+    closedir(d);
 }
 
 /* ------------------------------------------------------------------ */
@@ -549,11 +813,13 @@ static int scan_entry(const sp_store_entry_t *e, sp_store_reader_t *r, void *use
         return 0;
     const sp_relocate_file_t *f = &j->plan->files[i];
     char *dkey = join_key(j->dst_dir, f->dst_rel);
-    sp_store_writer_t *w;
+    sp_store_writer_t *w = NULL;
     sp_status_t s = dkey ? j->dst->ops->open_write(j->dst, dkey, f->size, &w, &j->err)
                          : sp_error_set(&j->err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
     enum { N = 1 << 20 };
     uint8_t *buf = malloc(N);
+    if (!s && !buf)
+        s = sp_error_set(&j->err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
     while (!s) {
         size_t got;
         s = j->snap->store->ops->read(r, buf, N, &got, &j->err);
@@ -564,7 +830,7 @@ static int scan_entry(const sp_store_entry_t *e, sp_store_reader_t *r, void *use
     free(buf);
     if (!s)
         s = j->dst->ops->commit(w, &j->err);
-    else if (dkey)
+    else if (w)
         j->dst->ops->abort(w);
     free(dkey);
     if (s) {
@@ -593,7 +859,8 @@ static sp_status_t copy_from_scan(job_t *j, sp_error_t *err)
     }
     sp_status_t s = j->snap->store->ops->scan(j->snap->store, scan_entry, &sc, err);
     strmap_free(&sc.wanted);
-    if (!s && j->status) {
+    /* scan_entry stops the scan by returning 1, which scan() hands back as it is: the error is in j */
+    if (j->status) {
         s = j->status;
         if (err)
             *err = j->err;
@@ -662,7 +929,7 @@ static sp_status_t finish_move(sp_snapshot_t *snap, sp_relocate_result_t *res, s
     sp_dispose_options_t dopts = {0};
     sp_dispose_result_t dres;
     char *loc = xstrdup(snap->dir);
-    bool archive = snap->store != snap->local;
+    bool archive = strcmp(snap->store->ops->name, "archive") == 0;
     if (archive) {
         free(loc);
         loc = xstrdup(snap->store->location);
@@ -684,6 +951,24 @@ sp_status_t sp_relocate_run(sp_snapshot_t *snap, sp_relocate_plan_t *plan, const
     if (!opts)
         opts = &defaults;
     sp_status_t s;
+
+    if (pv->finish_move_only || pv->archive_complete) {
+        /* the destination is complete already: verify it again, then (--move) finish deleting the source */
+        uint64_t problems = 0;
+        char *where = plan->archive ? xstrdup(plan->dst_display) : xstrdup(pv->dst_loc);
+        s = where ? verify_destination(where, &problems, err)
+                  : sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
+        free(where);
+        if (s)
+            return s;
+        res->files_skipped = plan->n_files;
+        res->metadata_location = plan->archive ? xstrdup(plan->dst_display) : join_key(pv->dst_loc, "_metadata");
+        if (plan->archive)
+            clean_stale(pv, true);
+        return opts->move ? finish_move(snap, res, err) : SP_OK;
+    }
+    if ((pv->dst_exists || plan->archive) && pv->dst.kind != SP_LOC_S3)
+        clean_stale(pv, plan->archive); /* temporary files of runs that were killed (S3 has none) */
 
     if (plan->rename_whole) {
         /* --move on one file system: the directory itself moves, in constant time */
@@ -722,7 +1007,7 @@ sp_status_t sp_relocate_run(sp_snapshot_t *snap, sp_relocate_plan_t *plan, const
     }
 
     /* the new metadata, checked by decoding it before anything is written */
-    rctx_t rc = {snap, plan, plan->archive ? NULL : pv->dst.key, SP_OK, err};
+    rctx_t rc = {snap, plan, plan->archive ? NULL : pv->dst_loc, SP_OK, err};
     if (sp_meta_visit_refs(snap->meta, rewrite_ref, &rc))
         return rc.status;
     uint8_t *bytes;
@@ -778,7 +1063,7 @@ sp_status_t sp_relocate_run(sp_snapshot_t *snap, sp_relocate_plan_t *plan, const
     res->bytes_copied = j.done_bytes;
     uint64_t problems = 0;
     if (!s) {
-        char *where = plan->archive ? xstrdup(plan->dst_display) : xstrdup(dst_dir);
+        char *where = plan->archive ? xstrdup(plan->dst_display) : xstrdup(pv->dst_loc);
         s = verify_destination(where, &problems, err);
         free(where);
     }
@@ -789,7 +1074,7 @@ sp_status_t sp_relocate_run(sp_snapshot_t *snap, sp_relocate_plan_t *plan, const
     }
     sp_store_close(dst);
     if (!s)
-        res->metadata_location = plan->archive ? xstrdup(plan->dst_display) : xstrdup(mkey);
+        res->metadata_location = plan->archive ? xstrdup(plan->dst_display) : join_key(pv->dst_loc, "_metadata");
     free(mkey);
     if (!s && opts->move)
         s = finish_move(snap, res, err);
@@ -809,12 +1094,14 @@ void sp_relocate_plan_free(sp_relocate_plan_t *plan)
         free(plan->unreferenced[i]);
     free(plan->unreferenced);
     free(plan->dst_display);
+    free(plan->record_warning);
     plan_priv_t *pv = plan->priv_;
     if (pv) {
         strmap_free(&pv->by_src);
         strmap_free(&pv->by_dst);
         sp_location_free(&pv->dst);
         free(pv->dst_dir_key);
+        free(pv->dst_loc);
         free(pv);
     }
     memset(plan, 0, sizeof *plan);

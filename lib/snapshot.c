@@ -2,6 +2,8 @@
  * and reject relative references that would leave the directory. */
 #include "sp_snapshot.h"
 #include "sp_inspect.h"
+#include "s3_internal.h"
+#include "sp_s3.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -17,6 +19,7 @@ typedef struct priv {
     void *map;      /* mmap'd region, or NULL when read into heap */
     size_t maplen;
     uint8_t *heap;
+    void *s3_stores; /* stores of other buckets that absolute s3:// references name (s3_internal.h) */
 } priv_t;
 
 static char *xstrdup(const char *s)
@@ -79,9 +82,11 @@ static char *find_single_metadata_file(const char *dir)
         char *p = path_join(dir, e->d_name);
         struct stat st;
         if (p && lstat(p, &st) == 0 && S_ISREG(st.st_mode)) {
-            unsigned char magic[4];
+            /* only Flink 1.1 / 1.2 (metadata V0 / V1) wrote single-file savepoints;
+             * from 1.3 on Flink needs _metadata in the directory */
+            unsigned char head[8];
             FILE *f = fopen(p, "rb");
-            if (f && fread(magic, 1, 4, f) == 4 && memcmp(magic, "\x49\x60\x67\x2d", 4) == 0) {
+            if (f && fread(head, 1, 8, f) == 8 && memcmp(head, "\x49\x60\x67\x2d\0\0\0", 7) == 0 && head[7] <= 1) {
                 candidates++;
                 free(found);
                 found = p;
@@ -138,7 +143,14 @@ static sp_status_t locate(const char *location, char **meta_path, char **dir, sp
             return SP_OK;
         }
         sp_error_set_file(err, path);
+        m = path_join(path, ".sp-dispose.json");
+        bool disposing = m && lstat(m, &ms) == 0;
+        free(m);
         free(path);
+        if (disposing) /* the journal of sp_dispose.h: its _metadata goes last */
+            return sp_error_set(err, SP_ERR_NOT_FOUND, SP_NO_OFFSET, "",
+                                "no _metadata file in this directory: an interrupted sp dispose (or relocate --move) "
+                                "already deleted it; run sp dispose on this directory to finish");
         return sp_error_set(err, SP_ERR_NOT_FOUND, SP_NO_OFFSET, "",
                             "no _metadata file in this directory (is it a savepoint or chk-N directory?)");
     }
@@ -233,6 +245,64 @@ static sp_status_t open_in_archive(sp_snapshot_t *s, priv_t *pv, const sp_locati
     return SP_OK;
 }
 
+/* A snapshot in S3: "s3://bucket/prefix" holding prefix/_metadata, or the
+ * metadata object itself ("s3://bucket/prefix/_metadata"). */
+static sp_status_t open_in_s3(sp_snapshot_t *s, priv_t *pv, const sp_location_t *loc, sp_error_t *err)
+{
+    sp_status_t st = sp_store_open_location(loc, false, 0, &s->store, err);
+    if (st)
+        return st;
+    const char *k = loc->key, *base = strrchr(k, '/') ? strrchr(k, '/') + 1 : k;
+    size_t kl = strlen(k), bl = strlen(loc->store_location);
+    char *mkey = malloc(kl + 16), *dkey = malloc(kl + 1);
+    s->dir = malloc(bl + kl + 2);
+    s->metadata_path = malloc(bl + kl + 18);
+    if (!mkey || !dkey || !s->dir || !s->metadata_path) {
+        free(mkey);
+        free(dkey);
+        return sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
+    }
+    sp_store_stat_t ms = {0};
+    bool is_object = false;
+    if (kl && strcmp(base, "_metadata") == 0) {
+        /* named the metadata object: look at it first */
+        st = s->store->ops->stat(s->store, k, &ms, err);
+        is_object = !st && ms.exists && !ms.is_dir;
+    }
+    if (!st && !is_object) {
+        snprintf(mkey, kl + 16, "%s%s_metadata", k, kl ? "/" : "");
+        st = s->store->ops->stat(s->store, mkey, &ms, err);
+        if (!st && !(ms.exists && !ms.is_dir) && kl) {
+            /* a metadata object of another name (a Flink 1.1 / 1.2 single-file savepoint) */
+            st = s->store->ops->stat(s->store, k, &ms, err);
+            is_object = !st && ms.exists && !ms.is_dir;
+        }
+    }
+    if (is_object) {
+        memcpy(mkey, k, kl + 1);
+        memcpy(dkey, k, (size_t)(base - k));
+        dkey[base > k ? base - k - 1 : 0] = '\0';
+    } else {
+        memcpy(dkey, k, kl + 1);
+    }
+    s->dir_key = dkey;
+    sprintf(s->dir, "%s%s%s", loc->store_location, dkey[0] ? "/" : "", dkey);
+    sprintf(s->metadata_path, "%s/%s", loc->store_location, mkey);
+    if (!st && !(ms.exists && !ms.is_dir)) {
+        sp_error_set_file(err, s->metadata_path);
+        st = sp_error_set(err, SP_ERR_NOT_FOUND, SP_NO_OFFSET, "",
+                          "no _metadata under this prefix (is it a savepoint or chk-N directory?)");
+    }
+    if (!st)
+        st = sp_store_read_all(s->store, mkey, SIZE_MAX / 2, &pv->heap, &s->size, err);
+    free(mkey);
+    if (st)
+        return st;
+    s->bytes = pv->heap ? pv->heap : (const uint8_t *)"";
+    s->mtime_ms = ms.mtime_ms;
+    return SP_OK;
+}
+
 const char *sp_relative_path_problem(const uint8_t *path, size_t len)
 {
     if (len == 0)
@@ -241,8 +311,9 @@ const char *sp_relative_path_problem(const uint8_t *path, size_t len)
         return "relative path contains a NUL byte";
     if (path[0] == '/')
         return "relative reference holds an absolute path";
-    for (size_t i = 0; i + 2 < len; i++)
-        if (path[i] == ':' && path[i + 1] == '/' && path[i + 2] == '/')
+    /* a scheme ("file:/x", "hdfs://h/x", "s3://b/k") before the first '/' */
+    for (size_t i = 1; i + 1 < len && path[i] != '/'; i++)
+        if (path[i] == ':' && path[i + 1] == '/')
             return "relative reference holds a URI";
     size_t start = 0;
     for (size_t i = 0; i <= len; i++) {
@@ -304,11 +375,10 @@ sp_status_t sp_snapshot_open(const char *location, unsigned flags, sp_snapshot_t
     if (!st && loc.kind == SP_LOC_ARCHIVE)
         st = open_in_archive(s, pv, &loc, err);
     else if (!st && loc.kind == SP_LOC_S3)
-        st = sp_error_set(err, SP_ERR_INVALID, SP_NO_OFFSET, "location", "%s: s3:// locations are not supported yet",
-                          location);
+        st = open_in_s3(s, pv, &loc, err);
     else if (!st) {
         s->store = s->local;
-        st = locate(location, &s->metadata_path, &s->dir, err);
+        st = locate(loc.key, &s->metadata_path, &s->dir, err);
         if (!st)
             st = load(s, pv, err);
         if (!st) {
@@ -354,6 +424,7 @@ void sp_snapshot_close(sp_snapshot_t *s)
         if (pv->map)
             munmap(pv->map, pv->maplen);
         free(pv->heap);
+        s3_store_cache_free(pv->s3_stores);
         free(pv);
     }
     if (s->store != s->local)
@@ -408,6 +479,12 @@ sp_store_t *sp_snapshot_ref_location(const sp_snapshot_t *snap, const sp_ref_t *
     }
     if (ref->kind == SP_REF_INLINE)
         return NULL;
+    char bucket[256];
+    if (sp_s3_split_uri((const char *)ref->path.ptr, ref->path.len, bucket, sizeof bucket, key, keysz)) {
+        /* s3://, s3a://, s3p:// name the same object: the snapshot's own bucket, or another one */
+        priv_t *pv = snap->priv_;
+        return s3_store_for_bucket(&pv->s3_stores, snap->store, bucket);
+    }
     sp_ref_t abs = *ref;
     return sp_snapshot_local_path(snap, &abs, key, keysz) ? snap->local : NULL;
 }

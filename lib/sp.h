@@ -18,13 +18,19 @@
 #include "sp_properties.h"
 #include "sp_catalog.h"
 #include "sp_dispose.h"
+#include "sp_flink.h"
+#include "sp_flinkconf.h"
 #include "sp_prune.h"
 #include "sp_record.h"
 #include "sp_relocate.h"
 #include "sp_snapshot.h"
 #include "sp_store.h"
+#include "sp_s3.h"
 #include "sp_uid.h"
 #include "sp_verify.h"
+#include "sp_check.h"
+#include "sp_diff.h"
+#include "sp_edit.h"
 
 /** libsp version string ("0.1.0"). */
 const char *sp_version(void);

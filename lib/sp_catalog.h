@@ -87,7 +87,10 @@ typedef struct sp_catalog {
 } sp_catalog_t;
 
 /**
- * Walk `root` (a local directory, a file:// URI, or one archive file) and
+ * Walk `root` (a local directory, a file:// URI, one archive file, or an
+ * S3 prefix "s3://bucket/prefix": one recursive listing, every prefix that
+ * holds `_metadata` or a journal is an entry, nothing below an entry is one,
+ * a job's shared/ and taskowned/ are skipped; archives in S3 are not entries) and
  * fill *out (free with sp_catalog_free, also after an error).  opts may be
  * NULL (no verify).  Problems with single entries are recorded in the
  * entries, not returned.

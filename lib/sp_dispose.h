@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "sp_error.h"
+#include "sp_record.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -31,6 +32,10 @@ typedef struct sp_dispose_options {
     bool force;                /* override an ownership record's refusal (see sp record) */
     bool include_unreferenced; /* also delete files in the directory that no handle references */
     bool include_external;     /* also delete referenced files outside the directory (e.g. shared/) */
+    /* optional: asks a Flink cluster about the record's restores (NO_CLAIM released? LEGACY job's newest
+     * checkpoint), e.g. sp_flink_record_query with an sp_flink_t * (sp_record.h) */
+    sp_record_query_fn record_query;
+    void *record_query_user;
 } sp_dispose_options_t;
 
 /** A path with its size, as reported by dispose. */
@@ -50,11 +55,17 @@ typedef struct sp_dispose_result {
     uint32_t n_unreferenced;    /* in the directory but not referenced: left (or deleted when asked) */
     sp_dispose_item_t *unreferenced;
     uint64_t bytes;             /* bytes deleted (or to delete) */
+    char *record_warning;       /* what force overrode in the ownership record (NULL when nothing) */
 } sp_dispose_result_t;
 
 /**
- * Dispose of the snapshot at `location` (a directory, its _metadata, or an
- * archive file).  With a journal present it resumes from it.
+ * Dispose of the snapshot at `location` (a directory, its _metadata, an
+ * archive file, or an S3 prefix "s3://bucket/prefix" or its _metadata
+ * object: there the journal is the object prefix/.sp-dispose.json, data
+ * objects are deleted with DeleteObjects (1000 keys a request), _metadata
+ * after them, the journal last; --include-external deletes only objects of
+ * the same bucket; result keys are "s3://bucket/key").  With a journal
+ * present it resumes from it.
  * Errors: SP_ERR_REFUSED (an ownership record forbids it and not force; a
  * path leads through a symbolic link), SP_ERR_NOT_FOUND, SP_ERR_IO,
  * SP_ERR_MALFORMED (the metadata cannot be read and no journal exists),

@@ -40,6 +40,7 @@
 
 #include "sp_catalog.h"
 #include "sp_error.h"
+#include "sp_record.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -54,6 +55,9 @@ typedef struct sp_prune_options {
     bool all_jobs;             /* entries with no job in their names form one group "unknown" */
     bool force;                /* passed to sp_dispose: override NO_CLAIM / LEGACY refusals (never pins or CLAIM) */
     bool dry_run;              /* sp_prune_run() only plans each dispose (sp_dispose dry run) */
+    /* optional: passed to sp_dispose (asks a Flink cluster about restores; sp_record.h) */
+    sp_record_query_fn record_query;
+    void *record_query_user;
 } sp_prune_options_t;
 
 /** Why an entry is kept or disposed. */
@@ -88,6 +92,7 @@ typedef struct sp_prune_decision {
     sp_prune_outcome_t outcome;
     uint64_t bytes;            /* bytes deleted (or, dry run, to delete) */
     sp_error_t error;          /* outcome FAILED: why */
+    char record_warning[256];  /* what force overrode in the ownership record ("" when nothing) */
 } sp_prune_decision_t;
 
 /** The plan: one decision per catalog entry, in catalog order. */

@@ -6,24 +6,41 @@
  *   /flink/savepoints/savepoint-3c7c0a-07c49f841952               the snapshot
  *   /flink/savepoints/savepoint-3c7c0a-07c49f841952.sp-record.json its record
  *
- * Contents (schema_version 1):
+ * Contents (schema_version 1; every key but schema_version is optional):
  *   {"schema_version": 1, "snapshot": "savepoint-3c7c0a-07c49f841952",
+ *    "created": {"by": "sp trigger|sp stop", "job_id": "32 hex", "trigger_id": "32 hex",
+ *                "time_ms": N, "cluster": "http://host:8081", "flink_version": "1.20.1",
+ *                "format": "CANONICAL|NATIVE", "drain": false, "location": "file:/..."},
  *    "pins": [{"reason": "...", "time_ms": 1764000000000, "by": "user"}],
- *    "restores": [{"job_id": "32 hex", "claim_mode": "CLAIM|NO_CLAIM|LEGACY", "time_ms": N}]}
- * Unknown keys are kept when the record is rewritten.
+ *    "restores": [{"job_id": "32 hex", "claim_mode": "CLAIM|NO_CLAIM|LEGACY", "time_ms": N,
+ *                  "cluster": "http://host:8081", "flink_version": "2.0.0",
+ *                  "snapshot_checkpoint_id": 7,
+ *                  "released": {"checkpoint_id": 8, "time_ms": N}}]}
+ * "cluster" never holds credentials (user:password@ is removed).  "released"
+ * is written once the restored job (NO_CLAIM) completed a checkpoint with an
+ * ID above snapshot_checkpoint_id.  Unknown keys are kept when the record is
+ * rewritten; every rewrite is atomic (temporary file + rename).
  *
  * Rules (checked by dispose, prune and relocate --move):
  *   pinned                 -> refuse unless forced
  *   restored with CLAIM    -> refuse, always: Flink owns the snapshot now
- *   restored with NO_CLAIM -> refuse unless forced (the restored job's first
- *                             checkpoint must have completed)
- *   restored with LEGACY   -> refuse unless forced (later checkpoints may
- *                             reference its files)
+ *   restored with NO_CLAIM -> allowed once the restored job completed a
+ *                             checkpoint with a higher ID (the record says
+ *                             "released", or the query callback finds it on
+ *                             the cluster); otherwise refuse unless forced
+ *   restored with LEGACY   -> refuse while a newer snapshot found beside it
+ *                             (sibling directories; for a chk-N, the other
+ *                             jobs' chk-* under the same checkpoint root) or
+ *                             the restored job's newest checkpoint (query
+ *                             callback) references files inside it; forced:
+ *                             allowed
+ * A forced override is reported in a warning (sp_record_check_options_t).
  */
 #ifndef SP_RECORD_H
 #define SP_RECORD_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "sp_error.h"
@@ -44,14 +61,17 @@ typedef struct sp_record_summary {
 } sp_record_summary_t;
 
 /**
- * Read the record of the snapshot directory `dir` (a local path).  A missing
- * record is not an error (out->exists false).
+ * Read the record of the snapshot directory `dir` (a local path, or an S3
+ * prefix "s3://bucket/prefix": its record is the object
+ * "prefix.sp-record.json", read and written with the default S3
+ * configuration).  A missing record is not an error (out->exists false).
  * Errors: SP_ERR_MALFORMED (not JSON / wrong shape; err->file is the record), SP_ERR_IO.
  */
 sp_status_t sp_record_read(const char *dir, sp_record_summary_t *out, sp_error_t *err);
 
 /**
- * Whether the snapshot at `dir` may be deleted under its record.
+ * Whether the snapshot at `dir` may be deleted under its record, without a
+ * cluster to ask (sp_record_check_delete_ex() with only `force`).
  * Returns SP_OK, or SP_ERR_REFUSED with the reason in err->message.
  */
 sp_status_t sp_record_check_delete(const char *dir, bool force, sp_error_t *err);
@@ -63,6 +83,110 @@ sp_status_t sp_record_check_delete(const char *dir, bool force, sp_error_t *err)
  */
 sp_status_t sp_record_pin(const char *dir, const char *reason, const char *by, int64_t time_ms, sp_error_t *err);
 sp_status_t sp_record_unpin(const char *dir, sp_error_t *err);
+
+/* ---- the full record (sp trigger / stop / restore write it, sp inspect shows it) ---- */
+
+/** Who created the snapshot (sp trigger / sp stop). */
+typedef struct sp_record_origin {
+    char by[16];               /* "sp trigger" or "sp stop" */
+    char job_id[33];
+    char trigger_id[33];
+    int64_t time_ms;
+    char cluster[256];         /* REST URL, without credentials */
+    char flink_version[64];
+    char format[12];           /* "CANONICAL" / "NATIVE" */
+    bool drain;                /* stop --drain */
+    char location[1024];       /* as Flink reported it */
+} sp_record_origin_t;
+
+/** One restore of the snapshot. */
+typedef struct sp_record_restore {
+    char job_id[33];
+    char claim_mode[12];       /* "CLAIM", "NO_CLAIM", "LEGACY" */
+    int64_t time_ms;
+    char cluster[256];         /* "" when not recorded */
+    char flink_version[64];
+    int64_t snapshot_checkpoint_id;  /* the snapshot's checkpoint ID; -1 unknown */
+    bool released;             /* NO_CLAIM: the job completed a later checkpoint */
+    int64_t released_checkpoint_id;  /* that checkpoint (-1 unknown) */
+    int64_t released_time_ms;
+} sp_record_restore_t;
+
+/** A whole record. */
+typedef struct sp_record {
+    bool exists;
+    char *path;                /* the record file */
+    sp_record_summary_t summary;
+    bool has_origin;
+    sp_record_origin_t origin;
+    uint32_t n_restores;
+    sp_record_restore_t *restores;
+} sp_record_t;
+
+/** The record file of snapshot directory `dir` (malloc'd: "<dir>.sp-record.json"). */
+char *sp_record_path(const char *dir);
+
+/**
+ * Read the whole record of `dir` (a missing record: out->exists false).
+ * Errors as sp_record_read().
+ */
+sp_status_t sp_record_load(const char *dir, sp_record_t *out, sp_error_t *err);
+void sp_record_free(sp_record_t *r);
+
+/** Set (replace) the "created" entry.  Errors as sp_record_pin(). */
+sp_status_t sp_record_set_origin(const char *dir, const sp_record_origin_t *origin, sp_error_t *err);
+
+/** Append a restore (an entry with the same job ID is replaced).  Errors as sp_record_pin(). */
+sp_status_t sp_record_add_restore(const char *dir, const sp_record_restore_t *restore, sp_error_t *err);
+
+/** Remove the restore of job_id (a submission that failed); no such entry is not an error. */
+sp_status_t sp_record_remove_restore(const char *dir, const char *job_id, sp_error_t *err);
+
+/** Mark the restore of job_id released at checkpoint_id.  Errors: SP_ERR_NOT_FOUND (no such restore), others as sp_record_pin(). */
+sp_status_t sp_record_mark_released(const char *dir, const char *job_id, int64_t checkpoint_id, int64_t time_ms,
+                                    sp_error_t *err);
+
+/* ---- the delete check with a cluster ---- */
+
+typedef enum sp_record_release {
+    SP_RELEASE_UNKNOWN = 0,    /* cannot tell (no cluster, unreachable, job unknown to it) */
+    SP_RELEASE_NOT_YET,        /* the job has not completed a later checkpoint */
+    SP_RELEASE_RELEASED        /* it has: the snapshot is no longer needed by it */
+} sp_record_release_t;
+
+/** A question about one restore, answered by a query callback (e.g. sp_flink_record_query). */
+typedef struct sp_record_query {
+    const sp_record_restore_t *restore; /* in */
+    sp_record_release_t released;       /* out (NO_CLAIM); preset UNKNOWN */
+    int64_t checkpoint_id;              /* out: the job's newest completed checkpoint, -1 unknown */
+    char checkpoint_path[1024];         /* out: its path ("" unknown), used for LEGACY */
+    char why[256];                      /* out: a short explanation ("cluster unreachable: ...") */
+} sp_record_query_t;
+
+typedef void (*sp_record_query_fn)(void *user, sp_record_query_t *q);
+
+/** Options of sp_record_check_delete_ex(). */
+typedef struct sp_record_check_options {
+    bool force;                  /* override pins, NO_CLAIM and LEGACY refusals (never CLAIM) */
+    sp_record_query_fn query;    /* optional: asks the cluster about restores */
+    void *query_user;
+    char *warning;               /* optional out: what force overrode ("" when nothing) */
+    size_t warning_size;
+} sp_record_check_options_t;
+
+/**
+ * The delete check of the rules above.  Returns SP_OK (with a warning when
+ * force overrode a refusal) or SP_ERR_REFUSED with the reason.
+ */
+sp_status_t sp_record_check_delete_ex(const char *dir, const sp_record_check_options_t *opts, sp_error_t *err);
+
+/**
+ * Whether a new restore in claim_mode ("CLAIM", ...) is allowed: not after a
+ * CLAIM restore (Flink owns the snapshot and may have deleted it), and a
+ * CLAIM restore not while an earlier job may still need the snapshot
+ * (LEGACY, or NO_CLAIM not known to be released).  SP_ERR_REFUSED otherwise.
+ */
+sp_status_t sp_record_check_restore(const char *dir, const char *claim_mode, sp_error_t *err);
 
 #ifdef __cplusplus
 }

@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "sp_record.h"
 #include "sp_snapshot.h"
 
 #ifdef __cplusplus
@@ -43,6 +44,11 @@ typedef struct sp_relocate_options {
     /* progress: called from the copying threads (serialised), bytes done / total */
     void (*progress)(uint64_t done, uint64_t total, void *user);
     void *progress_user;
+    /* move: the source's ownership record is checked when planning (as sp_dispose does); force overrides
+     * pins, NO_CLAIM and LEGACY refusals (never CLAIM); record_query optionally asks a cluster (sp_record.h) */
+    bool force;
+    sp_record_query_fn record_query;
+    void *record_query_user;
 } sp_relocate_options_t;
 
 /** One file of the plan. */
@@ -69,13 +75,17 @@ typedef struct sp_relocate_plan {
     bool rename_whole;        /* --move on one local file system: the directory is renamed */
     bool resume;              /* the destination holds a journal of an earlier run of the same relocation */
     void *priv_;
+    char *record_warning;     /* move: what force overrode in the source's ownership record (NULL: nothing) */
 } sp_relocate_plan_t;
 
 /**
- * Work out the plan for relocating `snap` to `dst` (a local directory that
- * must not exist yet, unless it holds the journal of an unfinished run of
- * the same relocation; or an archive path that must not exist).  Nothing is
- * written.
+ * Work out the plan for relocating `snap` to `dst` (a local directory, or
+ * an S3 prefix "s3://bucket/prefix", that must not exist yet (S3: no object
+ * under it), unless it holds the journal of an unfinished run of the same
+ * relocation; or an archive path that must not exist).  An S3 snapshot's
+ * files are copied from its own bucket (and local file: references); a
+ * reference into another bucket is SP_ERR_INVALID.  Within one S3 endpoint
+ * the objects are copied by the server.  Nothing is written.
  * Errors: SP_ERR_REFUSED (destination exists, or lies inside the source),
  * SP_ERR_INVALID (unsupported reference scheme or destination), SP_ERR_IO,
  * SP_ERR_NOT_FOUND (a referenced file is missing: verify first), SP_ERR_NOMEM.

@@ -44,7 +44,11 @@ typedef struct sp_snapshot {
 /**
  * Open and decode the snapshot at `location`: a local directory or
  * `_metadata` file, a file:// URI, or an archive (x.tar, x.tar.zst, or a
- * folder inside one as "x.tar.zst//folder") whose root holds `_metadata`.
+ * folder inside one as "x.tar.zst//folder") whose root holds `_metadata`,
+ * or an S3 prefix "s3://bucket/prefix" (also s3a://, s3p://) holding
+ * `_metadata`, or a metadata object itself, read with the default S3
+ * configuration (sp_s3.h; then dir is "s3://bucket/prefix", dir_key the
+ * prefix and metadata_path "s3://bucket/prefix/_metadata").
  * A directory without `_metadata` that holds exactly one regular file
  * starting with the metadata magic (a Flink 1.1 / 1.2 single-file savepoint
  * kept in its own folder) is accepted too.
@@ -56,7 +60,7 @@ typedef struct sp_snapshot {
  *   SP_ERR_NOT_FOUND   no such file or directory / no _metadata in the directory
  *   SP_ERR_IO          the file cannot be read
  *   SP_ERR_MALFORMED, SP_ERR_UNSUPPORTED  from sp_meta_decode(), or a bad relative path
- *   SP_ERR_INVALID     a location scheme this build cannot read (s3://, ...)
+ *   SP_ERR_INVALID     a location scheme this build cannot read (hdfs://, ...)
  *   SP_ERR_NOMEM
  */
 sp_status_t sp_snapshot_open(const char *location, unsigned flags, sp_snapshot_t **out, sp_error_t *err);
@@ -69,10 +73,12 @@ void sp_snapshot_close(sp_snapshot_t *snap);
 
 /**
  * Where a file reference lives: the store (snap->store for relative
- * references, snap->local for absolute file: paths) and the key in it,
- * written to key[0..keysz).  Returns NULL when the reference has no file
- * (inline) or its scheme is not one this build reads (s3://, hdfs://, ...),
- * or the key does not fit.
+ * references, snap->local for absolute file: paths, the bucket's S3 store
+ * for s3:// / s3a:// / s3p:// ones: snap->store when it is that bucket, else
+ * one the snapshot opens on first use and closes with itself) and the key in
+ * it, written to key[0..keysz).  Returns NULL when the reference has no file
+ * (inline) or its scheme is not one this build reads (hdfs://, ...), the
+ * bucket's store cannot be opened, or the key does not fit.
  */
 sp_store_t *sp_snapshot_ref_location(const sp_snapshot_t *snap, const sp_ref_t *ref, char *key, size_t keysz);
 

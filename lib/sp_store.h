@@ -4,7 +4,7 @@
  *
  *   local     the local file system; keys are absolute paths ("/flink/sp/_metadata")
  *   archive   a .tar or .tar.zst file; keys are entry names ("savepoint-1/_metadata")
- *   s3        (later) one bucket; keys are object keys
+ *   s3        one bucket; keys are object keys ("savepoints/sp-1/_metadata"; see sp_s3.h)
  *
  * Commands never look at the backend behind a store: they stat, list, read,
  * write (atomically), delete, and use rename / server-side copy where the
@@ -94,6 +94,12 @@ typedef struct sp_store_ops {
     /* make everything written visible (archives: close and rename into place); optional */
     sp_status_t (*finish)(sp_store_t *s, sp_error_t *err);
     void (*close)(sp_store_t *s);
+    /* delete many files / objects (S3: DeleteObjects, 1000 keys a request); not found is OK; on error
+       some may be deleted; optional (callers fall back to remove) */
+    sp_status_t (*remove_many)(sp_store_t *s, const char *const *keys, size_t n, sp_error_t *err);
+    /* server-side copy into this store from another store of the same backend (S3: another bucket on the
+       same endpoint); SP_ERR_UNSUPPORTED when these two stores cannot, and the caller streams; optional */
+    sp_status_t (*copy_from)(sp_store_t *dst, sp_store_t *src, const char *from, const char *to, sp_error_t *err);
 } sp_store_ops_t;
 
 /** A store instance: ops plus the backend's private state. */
@@ -138,7 +144,11 @@ sp_status_t sp_store_open_local(sp_store_t **out, sp_error_t *err);
  */
 sp_status_t sp_store_open_archive(const char *path, bool create, int threads, sp_store_t **out, sp_error_t *err);
 
-/** Open the store a parsed location lives in (for_write: archives are created). */
+/**
+ * Open the store a parsed location lives in (for_write: archives are
+ * created).  s3:// locations open the bucket's store with the default S3
+ * configuration (sp_s3_set_default_config() in sp_s3.h).
+ */
 sp_status_t sp_store_open_location(const sp_location_t *loc, bool for_write, int threads, sp_store_t **out,
                                    sp_error_t *err);
 
@@ -154,7 +164,8 @@ sp_status_t sp_store_write_all(sp_store_t *s, const char *key, const void *buf, 
 
 /**
  * Copy one object from (src, src_key) to (dst, dst_key): the backend's own
- * copy when src == dst and it has one, else a streamed read/write.
+ * copy when src == dst and it has one (or copy_from, for two stores of one
+ * backend that can copy between them), else a streamed read/write.
  * *bytes (may be NULL) receives the bytes copied.
  */
 sp_status_t sp_store_copy(sp_store_t *src, const char *src_key, sp_store_t *dst, const char *dst_key,

@@ -34,6 +34,13 @@ typedef struct sp_verify_item {
     bool checked;                 /* externals: whether a local file was checked */
 } sp_verify_item_t;
 
+/** A value in the metadata Flink would reject or mishandle at restore. */
+typedef struct sp_metadata_problem {
+    uint32_t operator_index;      /* index into meta->operators */
+    int32_t subtask_index;        /* -1: the operator as a whole */
+    char message[240];
+} sp_metadata_problem_t;
+
 /** Result of sp_verify(). */
 typedef struct sp_verify_result {
     uint64_t files_checked;       /* file references looked at */
@@ -42,7 +49,17 @@ typedef struct sp_verify_result {
     sp_verify_item_t *problems;
     uint32_t n_external;          /* absolute / segment / directory references, first occurrence of each path */
     sp_verify_item_t *external;
+    uint32_t n_metadata_problems; /* from sp_verify_metadata() */
+    sp_metadata_problem_t *metadata_problems;
 } sp_verify_result_t;
+
+/**
+ * Check the metadata's own values against Flink's restore preconditions
+ * (parallelism and max parallelism bounds, unique operator IDs, subtask
+ * indices, key-group ranges, recorded sizes); findings are appended to
+ * out->metadata_problems.  sp_verify() calls it.  Errors: SP_ERR_NOMEM.
+ */
+sp_status_t sp_verify_metadata(const sp_metadata_t *m, sp_verify_result_t *out, sp_error_t *err);
 
 /**
  * Check every file reference of an opened snapshot against the local file

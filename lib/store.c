@@ -1,7 +1,9 @@
 /* Storage front end: parsing locations, and the generic helpers every
  * command uses on any backend (read_all, write_all, copy). */
 #include "sp_store.h"
+#include "sp_s3.h"
 
+#include <ctype.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,6 +75,31 @@ static char *normalise_local(const char *path)
 
 bool sp_is_archive_name(const char *path);
 
+/* RFC 3986 %XX decoding of a file: URI path; NULL on a bad escape or a NUL. */
+static char *percent_decode(const char *s)
+{
+    size_t n = strlen(s);
+    char *out = malloc(n + 1), *o = out;
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] != '%') {
+            *o++ = s[i];
+            continue;
+        }
+        unsigned v;
+        if (i + 2 >= n || sscanf(s + i + 1, "%2x", &v) != 1 || !isxdigit((unsigned char)s[i + 1]) ||
+            !isxdigit((unsigned char)s[i + 2]) || v == 0) {
+            free(out);
+            return NULL;
+        }
+        *o++ = (char)v;
+        i += 2;
+    }
+    *o = '\0';
+    return out;
+}
+
 sp_status_t sp_location_parse(const char *text, sp_location_t *out, sp_error_t *err)
 {
     memset(out, 0, sizeof *out);
@@ -96,14 +123,28 @@ sp_status_t sp_location_parse(const char *text, sp_location_t *out, sp_error_t *
         out->key = xstrndup(k, klen);
         goto done;
     }
-    if (strncmp(p, "file://", 7) == 0)
-        p += 7;
-    else if (strncmp(p, "file:", 5) == 0)
+    char *decoded = NULL;
+    if (strncmp(p, "file:", 5) == 0) {
+        /* file:/p, file:///p and file://localhost/p name a local path; %XX escapes are decoded */
         p += 5;
-    else if (strstr(p, "://"))
-        return sp_error_set(err, SP_ERR_INVALID, SP_NO_OFFSET, "location",
-                            "%s: unknown scheme (sp reads local paths, file://, s3:// and .tar / .tar.zst archives)",
+        if (strncmp(p, "//", 2) == 0) {
+            p += 2;
+            if (strncmp(p, "localhost/", 10) == 0)
+                p += 9;
+            else if (*p != '/')
+                return sp_error_set(err, SP_ERR_INVALID, SP_NO_OFFSET, "",
+                                    "%s: file:// URIs naming another host are not supported", text);
+        }
+        decoded = percent_decode(p);
+        if (!decoded)
+            return sp_error_set(err, SP_ERR_INVALID, SP_NO_OFFSET, "", "%s: bad %%-escape in the URI", text);
+        p = decoded;
+    } else if (strstr(p, "://")) {
+        return sp_error_set(err, SP_ERR_INVALID, SP_NO_OFFSET, "",
+                            "%s: unknown scheme (sp reads local paths, file:// and s3:// URIs, and .tar / .tar.zst "
+                            "archives)",
                             text);
+    }
     /* an archive, optionally followed by "//path/inside" */
     const char *inner = NULL;
     size_t outer_len = strlen(p);
@@ -136,6 +177,7 @@ sp_status_t sp_location_parse(const char *text, sp_location_t *out, sp_error_t *
         out->key = normalise_local(outer);
     }
     free(outer);
+    free(decoded);
 done:
     if (!out->store_location || !out->key) {
         sp_location_free(out);
@@ -162,10 +204,11 @@ sp_status_t sp_store_open_location(const sp_location_t *loc, bool for_write, int
     case SP_LOC_ARCHIVE:
         return sp_store_open_archive(loc->store_location, for_write, threads, out, err);
     case SP_LOC_S3:
-        break;
+        /* "s3://bucket": the bucket's store, with the default S3 configuration (sp_s3.h) */
+        return sp_store_open_s3(loc->store_location + 5, NULL, out, err);
     }
     sp_error_set_file(err, loc->store_location);
-    return sp_error_set(err, SP_ERR_INVALID, SP_NO_OFFSET, "location", "s3:// locations are not supported yet");
+    return sp_error_set(err, SP_ERR_INVALID, SP_NO_OFFSET, "location", "unknown kind of location");
 }
 
 void sp_store_close(sp_store_t *s)
@@ -240,7 +283,11 @@ sp_status_t sp_store_copy(sp_store_t *src, const char *src_key, sp_store_t *dst,
 {
     if (bytes)
         *bytes = 0;
-    if (src == dst && src->ops->copy) {
+    /* the same namespace: the same store, or two instances of one backend at one location (relocate opens
+     * the destination store itself; two local stores are one file system) */
+    bool same = src == dst || (src->ops == dst->ops && src->location && dst->location &&
+                               strcmp(src->location, dst->location) == 0);
+    if (same && src->ops->copy) {
         sp_status_t st = src->ops->copy(src, src_key, dst_key, err);
         if (!st && bytes) {
             sp_store_stat_t ss;
@@ -248,6 +295,16 @@ sp_status_t sp_store_copy(sp_store_t *src, const char *src_key, sp_store_t *dst,
                 *bytes = (uint64_t)ss.size;
         }
         return st;
+    }
+    if (!same && src->ops == dst->ops && dst->ops->copy_from) {
+        /* two stores of one backend that may copy between themselves (S3: two buckets, one endpoint) */
+        sp_status_t st = dst->ops->copy_from(dst, src, src_key, dst_key, err);
+        if (st != SP_ERR_UNSUPPORTED) {
+            sp_store_stat_t ss;
+            if (!st && bytes && dst->ops->stat(dst, dst_key, &ss, NULL) == SP_OK && ss.size > 0)
+                *bytes = (uint64_t)ss.size;
+            return st;
+        }
     }
     sp_store_stat_t ss;
     int64_t hint = -1;

@@ -122,6 +122,14 @@ static int check(const sp_ref_t *ref, void *user)
         push(c, false, ref, SP_PROBLEM_MISSING, -1, true);
         return c->nomem;
     }
+    if (!external && c->real_dir && memchr(ref->path.ptr, '/', ref->path.len)) {
+        /* a nested path: a directory on the way may be a link leading out (lstat only sees the last step) */
+        char real[PATH_MAX];
+        if (realpath(key, real) && !inside(c->real_dir, real)) {
+            push(c, false, ref, SP_PROBLEM_SYMLINK_ESCAPES, -1, true);
+            return c->nomem;
+        }
+    }
     if (st.is_symlink) {
         /* local only: where does it lead? */
         char real[PATH_MAX];
@@ -167,6 +175,8 @@ sp_status_t sp_verify(const sp_snapshot_t *snap, sp_verify_result_t *out, sp_err
     sp_meta_visit_refs(snap->meta, check, &c);
     free(c.real_dir);
     free(c.seen);
+    if (!c.nomem && sp_verify_metadata(snap->meta, out, err) != SP_OK)
+        c.nomem = true;
     if (c.nomem) {
         sp_verify_result_free(out);
         return sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
@@ -180,6 +190,7 @@ void sp_verify_result_free(sp_verify_result_t *r)
         return;
     free(r->problems);
     free(r->external);
+    free(r->metadata_problems);
     memset(r, 0, sizeof *r);
 }
 

@@ -16,6 +16,8 @@ set -u
 dir=$(cd "$(dirname "$0")" && pwd)
 sp=${1:-}
 pages="sp.1 sp-inspect.1 sp-verify.1 sp-uid-hash.1 sp-metadata.1 sp-relocate.1 sp-dispose.1 sp-list.1 sp-prune.1 sp-pin.1"
+pages="$pages sp-check.1 sp-diff.1"
+pages="$pages sp-trigger.1 sp-stop.1 sp-status.1 sp-restore.1 sp-jobs.1"
 
 if ! command -v groff >/dev/null 2>&1; then
     echo "Bail out! groff not found (Debian/Ubuntu: apt-get install groff-base)"

@@ -5,8 +5,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-[ -d build ] || meson setup build >/dev/null
-ninja -C build >/dev/null
+# (re)configure when there is no usable build directory; show meson's errors if it fails
+if [ ! -f build/build.ninja ]; then
+    rm -rf build
+    meson setup build >/tmp/sp-demo-setup.log 2>&1 || { cat /tmp/sp-demo-setup.log >&2; exit 1; }
+fi
+ninja -C build >/dev/null || { ninja -C build >&2; exit 1; }
 snap="${1:-tests/data/sample-savepoint}"
 echo "\$ sp inspect $snap"
 build/cli/sp inspect "$snap"

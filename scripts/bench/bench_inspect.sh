@@ -18,4 +18,4 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 snap=$("$build/tests/gen-snapshot" --out "$work/ckpt" --kind checkpoint --no-data \
         --operators "$ops" --parallelism 256 --max-parallelism 4096 --shared-files "$shared" 2>/dev/null)
-exec python3 scripts/bench/measure.py "$snap/_metadata" "$build/cli/sp"
+python3 scripts/bench/measure.py "$snap/_metadata" "$build/cli/sp"

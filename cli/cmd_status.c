@@ -1,0 +1,120 @@
+/*
+ * sp status JOB_ID TRIGGER_ID [--wait]: the state of a savepoint or
+ * stop-with-savepoint started with --detached (or by anyone, with any
+ * trigger ID).  stdout: IN_PROGRESS, or the savepoint location once it
+ * completed; a failure is exit 5 with Flink's cause.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "flinkcli.h"
+#include "out.h"
+
+int cmd_status(int argc, char **argv)
+{
+    flink_cli_t c = {0};
+    bool wait = false;
+    const cli_option_t opts[] = {
+        {"wait", 'w', OPT_FLAG, &wait, NULL, "poll until the operation completes"},
+        {"timeout", 0, OPT_STRING, &c.timeout, "DURATION", "with --wait: give up after DURATION (default: no limit)"},
+        {"rest-url", 0, OPT_STRING, &c.rest_url, "URL", FLINK_CLI_REST_URL_HELP},
+        {"json", 0, OPT_FLAG, &c.json, NULL, "one JSON object: job, trigger ID, status, location, failure"},
+        {"verbose", 'v', OPT_FLAG, &c.verbose, NULL, "trace every REST exchange; full stack traces of failures"},
+        {0},
+    };
+    const cli_command_t *cmd = command_find("status");
+    int n, r = opts_parse(cmd, opts, argc, argv, &n);
+    if (r)
+        return r < 0 ? 0 : r;
+    if (n != 2)
+        return opts_usage_error(cmd, "give the job ID and the trigger ID");
+    if (!sp_flink_id_valid(argv[0]))
+        return opts_usage_error(cmd, "'%s' is not a job ID (32 hexadecimal digits)", argv[0]);
+    if (!sp_flink_id_valid(argv[1]))
+        return opts_usage_error(cmd, "'%s' is not a trigger ID (32 hexadecimal digits)", argv[1]);
+    int64_t timeout = c.timeout ? flink_cli_duration_ms(c.timeout) : 0;
+    if (timeout < 0)
+        return opts_usage_error(cmd, "--timeout: '%s' is not a duration (90s, 10m, 1h, none)", c.timeout);
+    char job[33], trig[33];
+    for (int i = 0; i < 33; i++) {
+        job[i] = (char)(argv[0][i] >= 'A' && argv[0][i] <= 'F' ? argv[0][i] - 'A' + 'a' : argv[0][i]);
+        trig[i] = (char)(argv[1][i] >= 'A' && argv[1][i] <= 'F' ? argv[1][i] - 'A' + 'a' : argv[1][i]);
+    }
+    sp_error_t err;
+    sp_flink_t *fl;
+    if (flink_cli_open(&c, &fl, &err))
+        return report_error("status", &err, c.json);
+    sp_flink_operation_t op;
+    sp_status_t s = wait ? sp_flink_savepoint_wait(fl, job, trig, timeout, &op, &err)
+                         : sp_flink_savepoint_status(fl, job, trig, &op, &err);
+    if (!s && op.completed)
+        s = sp_flink_check_location(op.location, &err);
+    const char *rec = NULL;
+    if (!s && op.completed) {
+        /* the savepoint's record, unless its trigger/stop already wrote one */
+        char dir[4096];
+        sp_record_t rr;
+        if (flink_cli_local_dir(op.location, dir, sizeof dir) && sp_record_load(dir, &rr, NULL) == SP_OK) {
+            bool had = rr.has_origin && strcmp(rr.origin.trigger_id, trig) == 0;
+            sp_record_free(&rr);
+            sp_flink_version_t v;
+            if (!had && sp_flink_get_version(fl, &v, NULL) == SP_OK)
+                rec = flink_cli_record_origin("sp status", job, trig, fl, &v, "", false, op.location);
+            else if (had) {
+                static char p[4096 + 32];
+                snprintf(p, sizeof p, "%s%s", dir, SP_RECORD_SUFFIX);
+                rec = p;
+            }
+        }
+    }
+    const char *state = op.failure_class ? "FAILED" : op.completed ? "COMPLETED" : s ? "ERROR" : "IN_PROGRESS";
+    if (c.json) {
+        jw_t w;
+        jw_init(&w, stdout, true);
+        jw_obj(&w);
+        jw_key(&w, "schema_version");
+        jw_int(&w, 1);
+        jw_key(&w, "job_id");
+        jw_str(&w, job);
+        jw_key(&w, "trigger_id");
+        jw_str(&w, trig);
+        jw_key(&w, "cluster");
+        jw_str(&w, sp_flink_url(fl));
+        jw_key(&w, "status");
+        jw_str(&w, state);
+        jw_key(&w, "location");
+        if (op.location) jw_str(&w, op.location); else if (op.stop_savepoint) jw_str(&w, op.stop_savepoint); else jw_null(&w);
+        jw_key(&w, "record");
+        if (rec) jw_str(&w, rec); else jw_null(&w);
+        jw_key(&w, "failure");
+        if (op.failure_class) {
+            jw_obj(&w);
+            jw_key(&w, "class");
+            jw_str(&w, op.failure_class);
+            jw_key(&w, "summary");
+            jw_str(&w, op.failure_summary ? op.failure_summary : "");
+            jw_key(&w, "stack_trace");
+            jw_str(&w, op.failure_trace ? op.failure_trace : "");
+            jw_obj_end(&w);
+        } else {
+            jw_null(&w);
+        }
+        jw_key(&w, "error");
+        if (s) jw_str(&w, err.message); else jw_null(&w);
+        jw_obj_end(&w);
+        jw_end(&w);
+    }
+    int rc = EXIT_OK_;
+    if (s) {
+        rc = flink_cli_fail("status", &err, op.failure_trace, c.verbose, false);
+    } else if (!c.json) {
+        if (op.completed)
+            printf("%s\n", op.location);
+        else
+            printf("IN_PROGRESS\n");
+    }
+    sp_flink_operation_free(&op);
+    sp_flink_close(fl);
+    return rc;
+}

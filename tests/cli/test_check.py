@@ -1,0 +1,359 @@
+#!/usr/bin/env python3
+"""sp check, sp diff and sp metadata edit end to end, TAP on stdout.
+
+usage: test_check.py SP_BIN GEN_SNAPSHOT_BIN CORPUS_ROOT
+
+1. Usage errors and exit codes.
+2. Fixtures written by gen-snapshot (metadata V6 with uids, V4 without):
+   Flink's documented cases (operator removed, added, reordered, uid
+   changed, stateless operator removed, max parallelism changed, parallelism
+   above the max parallelism), every way of describing the new job (--uid,
+   --uids-file, --operator-id, --job, --plan, --like), -n and
+   --expect-dropped, the JSON report.
+3. sp metadata edit (--output and --in-place; --set-uid, --drop-operator,
+   --rewrite-prefix) and sp diff: edits round-trip through check and diff,
+   the original metadata is never lost, results pass sp verify.
+4. Every snapshot of the shared corpus passes a check against its own
+   operator IDs and fails against itself minus one stateful operator
+   (skipped when ../shared is absent).
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+SP, GEN, CORPUS = sys.argv[1], sys.argv[2], sys.argv[3]
+n = 0
+failed = 0
+
+
+def ok(cond, desc, diag=None):
+    global n, failed
+    n += 1
+    print(("ok" if cond else "not ok") + " %d - %s" % (n, desc))
+    if not cond:
+        failed += 1
+        if diag:
+            for line in str(diag).splitlines()[:25]:
+                print("#   " + line)
+    sys.stdout.flush()
+    return cond
+
+
+def skip(desc, why):
+    global n
+    n += 1
+    print("ok %d - %s # SKIP %s" % (n, desc, why))
+
+
+def sp(*args, stdin=None):
+    p = subprocess.run([SP] + list(args), input=stdin, capture_output=True)
+    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+
+
+def sp_json(*args):
+    rc, out, err = sp(*args)
+    try:
+        return rc, json.loads(out), err
+    except ValueError:
+        return rc, None, err + out[:800]
+
+
+def gen(out, *args):
+    p = subprocess.run([GEN, "--out", out] + list(args), capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.strip()
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def verdicts(js):
+    return {(o["uid"] or o["operator_id"]): o["verdict"] for o in js["operators"]}
+
+
+def verdict_of(js, oid):
+    v = [o["verdict"] for o in js["operators"] if o["operator_id"] == oid] if js else []
+    return v[0] if len(v) == 1 else None
+
+
+tmp = tempfile.mkdtemp(prefix="sp-check-test-")
+UIDS = ["source-uid", "keyed-process-uid", "window-uid", "sink-uid"]
+
+# ---- 1. usage ---------------------------------------------------------------
+rc, out, _ = sp("check", "--help")
+ok(rc == 0 and all(o in out for o in ("--uid", "--uids-file", "--operator-id", "--job", "--plan", "--like",
+                                     "--allow-non-restored-state", "--expect-dropped", "--json")),
+   "check --help lists its options", out)
+rc, _, err = sp("check")
+ok(rc == 2 and "usage" in err, "check without a snapshot: exit 2", err)
+sav = gen(os.path.join(tmp, "sav"), "--parallelism", "2")
+rc, _, err = sp("check", sav)
+ok(rc == 2 and "describe the new job" in err, "check without a job description: exit 2", err)
+rc, _, err = sp("check", sav, "--uid", "a", "--expect-dropped", "window-uid")
+ok(rc == 2 and "uid:" in err, "--expect-dropped without uid: or hex: exit 2 with a hint", err)
+rc, _, err = sp("check", sav, "--uid", "a", "--parallelism", "0")
+ok(rc == 2, "--parallelism 0: exit 2", err)
+rc, _, err = sp("check", sav, "--operator-id", "xyz")
+ok(rc == 2 and "xyz" in err, "--operator-id that is not hex: exit 2", err)
+rc, _, err = sp("check", os.path.join(tmp, "nope"), "--uid", "a")
+ok(rc == 4, "missing snapshot: exit 4", err)
+rc, _, err = sp("check", sav, "--job", os.path.join(tmp, "nope.json"))
+ok(rc == 4 and "nope.json" in err, "missing job file: exit 4 naming it", err)
+badmeta = os.path.join(tmp, "bad-meta")
+os.makedirs(badmeta)
+write(os.path.join(badmeta, "_metadata"), "not a metadata file")
+rc, js, err = sp_json("check", badmeta, "--uid", "a", "--json")
+ok(rc == 3 and js and js["error"]["exit_code"] == 3, "malformed snapshot: exit 3, JSON error object", err)
+rc, _, err = sp("diff", sav)
+ok(rc == 2, "diff with one snapshot: exit 2", err)
+rc, _, err = sp("metadata", "edit", sav, "--drop-operator", "uid:window-uid")
+ok(rc == 2 and "--output" in err, "edit without --output or --in-place: exit 2", err)
+rc, _, err = sp("metadata", "edit", sav, "--in-place", "--output", os.path.join(tmp, "x"), "--drop-operator", "uid:a")
+ok(rc == 2, "edit with both --output and --in-place: exit 2", err)
+rc, _, err = sp("metadata", "edit", sav, "--in-place")
+ok(rc == 2 and "no edit" in err, "edit without an edit: exit 2", err)
+rc, out, _ = sp("metadata", "--help")
+ok(rc == 0 and "metadata edit" in out and "--set-uid" in out and "--rewrite-prefix" in out,
+   "metadata --help shows the edit action", out)
+
+# ---- 2. Flink's cases on fixtures -------------------------------------------
+for version in ("6", "4"):
+    d = gen(os.path.join(tmp, "v" + version), "--version", version, "--parallelism", "2")
+    t = "V" + version
+    _, ins, _ = sp_json("inspect", "--json", d)
+    size = {o["operator_id"]: o["state_size_bytes"] for o in ins["operators"]}
+    _, hashes, _ = sp("uid-hash", *UIDS)
+    idof = {l.split()[1]: l.split()[0] for l in hashes.splitlines()}
+
+    def uids(*u):
+        return [a for x in u for a in ("--uid", x)]
+
+    rc, js, err = sp_json("check", d, *uids(*UIDS), "--json")
+    ok(rc == 0 and js["ok"] and js["restorable"] and set(verdicts(js).values()) == {"restored"},
+       "%s: same job: exit 0, every operator restored" % t, err)
+    ok(js and all(o["state_size_bytes"] == size[o["operator_id"]] for o in js["operators"]),
+       "%s: state bytes per operator equal sp inspect's" % t)
+    ok(js and all(o["uid"] in UIDS for o in js["operators"]) and
+       all(o["uid_source"] == ("snapshot" if version == "6" else "job") for o in js["operators"]),
+       "%s: operators shown by uid (%s)" % (t, "stored" if version == "6" else "given and hashed"))
+    rc, out, err = sp("check", d, *uids(*reversed(UIDS)))
+    ok(rc == 0 and "OK: Flink would restore" in out, "%s: reordered uids: exit 0" % t, out + err)
+    rc, js, err = sp_json("check", d, *uids(*UIDS, "new-op"), "--json")
+    ok(rc == 0 and verdicts(js).get("new-op") == "new", "%s: operator added: starts empty, exit 0" % t, err)
+
+    # a stateful operator removed
+    rc, out, err = sp("check", d, *uids("source-uid", "window-uid", "sink-uid"))
+    ok(rc == 1 and "RESTORE FAILS" in out and "Cannot map checkpoint/savepoint state" in out,
+       "%s: stateful operator removed: exit 1, Flink's reason printed" % t, out + err)
+    rc, js, err = sp_json("check", d, *uids("source-uid", "window-uid", "sink-uid"), "--json")
+    kid = idof["keyed-process-uid"]
+    ok(rc == 1 and js and not js["restorable"] and
+       [o["verdict"] for o in js["operators"] if o["operator_id"] == kid] == ["unmapped"],
+       "%s: ... JSON verdict unmapped" % t, err)
+    rc, js, err = sp_json("check", d, *uids("source-uid", "window-uid", "sink-uid"), "-n", "--json")
+    drop = [o for o in js["operators"] if o["operator_id"] == kid] if js else []
+    ok(rc == 1 and js["restorable"] and not js["ok"] and drop and drop[0]["verdict"] == "dropped" and
+       drop[0]["state_size_bytes"] == size[kid] and js["summary"]["dropped_state_size_bytes"] == size[kid],
+       "%s: -n without --expect-dropped: exit 1, dropped bytes listed" % t, err)
+    rc, out, err = sp("check", d, *uids("source-uid", "window-uid", "sink-uid"), "-n",
+                      "--expect-dropped", "uid:keyed-process-uid")
+    ok(rc == 0 and "1 dropped" in out, "%s: -n --expect-dropped uid:U: exit 0" % t, out + err)
+    rc, _, err = sp("check", d, *uids("source-uid", "window-uid", "sink-uid"), "--allow-non-restored-state",
+                    "--expect-dropped", kid)
+    ok(rc == 0, "%s: --expect-dropped by operator ID: exit 0" % t, err)
+    # a stateless operator removed
+    rc, js, err = sp_json("check", d, *uids("source-uid", "keyed-process-uid", "window-uid"), "--json")
+    # gen-snapshot's sink keeps inline operator state; so it is stateful here
+    ok(rc == 1 and verdict_of(js, idof["sink-uid"]) == "unmapped", "%s: sink with operator state removed: unmapped" % t, err)
+    # uid changed
+    rc, out, err = sp("check", d, *uids("source-uid", "keyed-process-uid-v2", "window-uid", "sink-uid"))
+    ok(rc == 1 and "hint" in out and "--set-uid" in out and "keyed-process-uid-v2" in out,
+       "%s: uid changed: exit 1 with a --set-uid hint" % t, out)
+    if version == "4":
+        ok(kid in out, "%s: unmatched operator shown by operator ID (no uids stored)" % t, out)
+    # max parallelism (gen-snapshot: 128)
+    job = {"operators": [{"uid": u, "parallelism": 2, "max_parallelism": 256} for u in UIDS]}
+    rc, js, err = sp_json("check", d, "--job", write(os.path.join(tmp, "job-mp.json"), json.dumps(job)), "--json")
+    ok(rc == 1 and set(verdicts(js).values()) == {"max_parallelism_mismatch"} and
+       "Max parallelism mismatch" in js["failures"][0], "%s: max parallelism changed to 256: exit 1" % t, err)
+    rc, _, err = sp("check", d, *uids(*UIDS), "--max-parallelism", "128", "-p", "4")
+    ok(rc == 0, "%s: --max-parallelism 128 (the saved value), parallelism 4: exit 0" % t, err)
+    rc, js, err = sp_json("check", d, *uids(*UIDS), "--parallelism", "200", "--json")
+    ok(rc == 1 and verdicts(js)["keyed-process-uid"] == "parallelism_above_max_parallelism",
+       "%s: parallelism 200 above the saved max parallelism 128: exit 1" % t, err)
+    rc, js, err = sp_json("check", d, *uids(*UIDS), "--parallelism", "200", "--max-parallelism", "128", "--json")
+    ok(rc == 1 and verdicts(js)["keyed-process-uid"] == "invalid_job", "%s: parallelism above max: invalid job" % t, err)
+
+    # other ways of describing the job
+    uf = write(os.path.join(tmp, "uids.txt"), "# new job\n" + "\n".join("  %s  " % u for u in UIDS) + "\n\n# end\n")
+    rc, _, err = sp("check", d, "--uids-file", uf)
+    ok(rc == 0, "%s: --uids-file with comments: exit 0" % t, err)
+    ids = [a for u in UIDS for a in ("--operator-id", idof[u].upper())]
+    rc, _, err = sp("check", d, *ids)
+    ok(rc == 0, "%s: --operator-id (upper-case hex): exit 0" % t, err)
+    plan = {"plan": {"jid": "b2bbf388b79529ac8a1155432b33594f", "name": "new", "type": "STREAMING",
+                     "nodes": [{"id": idof[u], "parallelism": 2, "operator": "", "operator_strategy": "",
+                                "description": u + "<br/>", "optimizer_properties": {}} for u in UIDS[:3]]}}
+    pf = write(os.path.join(tmp, "plan.json"), json.dumps(plan))
+    rc, out, err = sp("check", d, "--plan", pf)
+    ok(rc == 1 and "plan" in out and "chain" in out, "%s: --plan missing a chained operator: exit 1, plan hint" % t, out)
+    rc, _, err = sp("check", d, "--plan", pf, "--uid", "sink-uid")
+    ok(rc == 0, "%s: --plan plus --uid for the chained operator: exit 0" % t, err)
+    rc, _, err = sp("check", d, "--like", d)
+    ok(rc == 0, "%s: --like itself: exit 0" % t, err)
+    rc, _, err = sp("check", d, "--job", write(os.path.join(tmp, "bad.json"), '{"operators": [{"uid": "a", "x": 1}]}'))
+    ok(rc == 2 and "bad.json" in err and "operators[0].x" in err, "%s: bad job JSON: exit 2 naming file and field" % t,
+       err)
+
+# ---- 3. edit and diff ---------------------------------------------------------
+for version in ("6", "4"):
+    t = "V" + version
+    d = os.path.join(tmp, "v" + version)
+    orig_meta = open(os.path.join(d, "_metadata"), "rb").read()
+    out1 = os.path.join(tmp, "edited-uid-" + version)
+    rc, o, err = sp("metadata", "edit", d, "--output", out1, "--set-uid", "uid:keyed-process-uid=keyed-process-v2")
+    ok(rc == 0 and "sp verify: OK" in o, "%s: edit --set-uid --output: exit 0" % t, o + err)
+    ok(sp("verify", out1)[0] == 0, "%s: the result passes sp verify" % t)
+    new_uids = ["source-uid", "keyed-process-v2", "window-uid", "sink-uid"]
+    rc, _, err = sp("check", out1, *[a for u in new_uids for a in ("--uid", u)])
+    ok(rc == 0, "%s: edit --set-uid then check --uid NEW: exit 0" % t, err)
+    rc, _, err = sp("check", out1, *[a for u in UIDS for a in ("--uid", u)])
+    ok(rc == 1, "%s: ... and the old uid no longer matches" % t, err)
+    if version == "6":
+        _, ins, _ = sp_json("inspect", "--json", out1)
+        names = {o["uid"]: o["name"] for o in ins["operators"]}
+        ok(names.get("keyed-process-v2") == "KeyedProcess: enrich", "%s: stored uid changed, name kept" % t, names)
+    rc, js, err = sp_json("diff", d, out1, "--json")
+    ok(rc == 1 and js and js["summary"]["moved"] == 1 and js["summary"]["same"] == 3 and js["summary"]["removed"] == 0
+       and js["summary"]["added"] == 0 and js["references"] == [],
+       "%s: diff: one operator moved (same state), nothing else" % t, err)
+    ok(open(os.path.join(d, "_metadata"), "rb").read() == orig_meta, "%s: the original is untouched" % t)
+    # files are shared without anything mutable: hard links or reflinks; --copy: never hard links
+    refs = [f for f in os.listdir(out1) if f != "_metadata"]
+    ok(refs and all(os.path.getsize(os.path.join(out1, f)) == os.path.getsize(os.path.join(d, f)) for f in refs),
+       "%s: every referenced file is in the new directory" % t)
+    out2 = os.path.join(tmp, "edited-drop-" + version)
+    rc, js, err = sp_json("metadata", "edit", d, "-o", out2, "--drop-operator", "uid:window-uid", "--copy", "--json")
+    ok(rc == 0 and js and js["files"]["hard_linked"] == 0 and js["edits"][0]["edit"] == "drop_operator",
+       "%s: edit --drop-operator --copy --json: no hard links" % t, err)
+    ok(all(os.stat(os.path.join(out2, f)).st_ino != os.stat(os.path.join(d, f)).st_ino
+           for f in os.listdir(out2) if f != "_metadata"), "%s: --copy: no file shares an inode" % t)
+    rc, js, err = sp_json("diff", d, out2, "--json")
+    removed = [o for o in js["operators"] if o["change"] == "removed"] if js else []
+    ok(rc == 1 and js["summary"] == {"same": 3, "added": 0, "removed": 1, "changed": 0, "moved": 0,
+                                     "references_only_in_a": js["summary"]["references_only_in_a"],
+                                     "references_only_in_b": 0}
+       and len(removed) == 1 and removed[0]["a"]["operator_id"] == idof["window-uid"],
+       "%s: edit --drop-operator then diff shows exactly that operator removed" % t, js and js["summary"])
+    ok(js and js["summary"]["references_only_in_a"] == 2 and all(r["count_b"] == 0 for r in js["references"]),
+       "%s: ... and only its two files as references only in A" % t)
+    rc, out, _ = sp("diff", d, d)
+    ok(rc == 0 and "IDENTICAL" in out, "%s: diff of a snapshot with itself: exit 0" % t, out)
+    rc, _, err = sp("metadata", "edit", d, "-o", out2, "--drop-operator", "uid:window-uid")
+    ok(rc == 6 and "exists" in err, "%s: --output to an existing directory: exit 6" % t, err)
+    rc, _, err = sp("metadata", "edit", d, "-o", os.path.join(tmp, "x" + version), "--drop-operator", "uid:nope")
+    ok(rc == 2 and "no such operator" in err and not os.path.exists(os.path.join(tmp, "x" + version)),
+       "%s: dropping an unknown operator: exit 2, nothing written" % t, err)
+    rc, _, err = sp("metadata", "edit", d, "-o", os.path.join(tmp, "x" + version), "--set-uid",
+                    "uid:window-uid=sink-uid")
+    ok(rc == 2 and "already has" in err, "%s: --set-uid onto an existing operator ID: exit 2" % t, err)
+
+    # in place
+    ip = os.path.join(tmp, "inplace-" + version)
+    shutil.copytree(d, ip)
+    before = sorted(os.listdir(ip))
+    rc, o, err = sp("metadata", "edit", ip, "--in-place", "--drop-operator", "uid:sink-uid", "--dry-run")
+    ok(rc == 0 and "dry run" in o and open(os.path.join(ip, "_metadata"), "rb").read() == orig_meta and
+       sorted(os.listdir(tmp)) == sorted(os.listdir(tmp)), "%s: --dry-run writes nothing" % t, o + err)
+    rc, js, err = sp_json("metadata", "edit", ip, "--in-place", "--drop-operator", "uid:sink-uid", "--json")
+    bk = js["backup_path"] if js else ""
+    ok(rc == 0 and bk and os.path.dirname(bk) == tmp and os.path.basename(bk).startswith("inplace-%s._metadata.sp-backup-" % version),
+       "%s: --in-place keeps the previous metadata beside the snapshot, not inside" % t, err)
+    ok(bk and open(bk, "rb").read() == orig_meta, "%s: the kept metadata is the original, byte for byte" % t)
+    ok(sorted(os.listdir(ip)) == before, "%s: nothing added or removed inside the directory" % t, os.listdir(ip))
+    ok(sp("verify", ip)[0] == 0, "%s: the in-place result passes sp verify" % t)
+    rc, js, _ = sp_json("diff", bk, ip, "--json")
+    ok(rc == 1 and js and js["summary"]["removed"] == 1 and js["summary"]["same"] == 3,
+       "%s: diff backup vs edited: the operator removed" % t, js and js["summary"])
+
+# rewrite-prefix: a savepoint with absolute references into its directory, moved
+ab = gen(os.path.join(tmp, "abs-old"), "--absolute", "--version", "4")
+moved = os.path.join(tmp, "abs-moved")
+os.rename(ab, moved)
+rc, out, _ = sp("verify", moved)
+ok(rc == 1, "moved absolute savepoint: verify fails before the rewrite", out)
+rc, o, err = sp("metadata", "edit", moved, "--in-place", "--rewrite-prefix", "file:%s=file:%s" % (ab, moved))
+ok(rc == 0 and "rewrote" in o, "--rewrite-prefix --in-place: exit 0", o + err)
+ok(sp("verify", moved)[0] == 0, "... and sp verify passes")
+rc, _, err = sp("metadata", "edit", moved, "--in-place", "--rewrite-prefix", "file:/nowhere=file:/else")
+ok(rc == 2 and "no absolute reference" in err, "--rewrite-prefix matching nothing: exit 2", err)
+out3 = os.path.join(tmp, "abs-copy")
+rc, js, err = sp_json("metadata", "edit", moved, "-o", out3, "--drop-operator", "uid:sink-uid", "--json")
+_, ins, _ = sp_json("inspect", "--json", out3)
+ok(rc == 0 and ins and all(r["path"].startswith("file:" + out3 + "/") for r in ins["references"]),
+   "--output: absolute references into the original directory point into the new one", err)
+ok(sp("verify", out3)[0] == 0, "... and it verifies")
+# a retained checkpoint: shared/ files stay where they are (external)
+ck = gen(os.path.join(tmp, "ckpt"), "--kind", "checkpoint", "--shared-files", "3")
+rc, js, err = sp_json("metadata", "edit", ck, "-o", os.path.join(tmp, "ck-edit"), "--set-uid",
+                      "uid:window-uid=window-v2", "--json")
+ok(rc == 0 and js and js["external_references"] > 0, "checkpoint: --output keeps shared/ references (external)", err)
+ok(sp("verify", os.path.join(tmp, "ck-edit"))[0] == 0, "... and the edited checkpoint verifies")
+# from an archive
+arc = os.path.join(tmp, "sav.tar")
+rc, _, err = sp("relocate", sav, arc)
+if rc == 0:
+    rc, o, err = sp("metadata", "edit", arc, "-o", os.path.join(tmp, "from-arc"), "--drop-operator", "uid:sink-uid")
+    ok(rc == 0 and sp("verify", os.path.join(tmp, "from-arc"))[0] == 0, "edit of an archive into a directory", o + err)
+    rc, _, err = sp("metadata", "edit", arc, "--in-place", "--drop-operator", "uid:sink-uid")
+    ok(rc == 2 and "--output" in err, "--in-place on an archive: exit 2", err)
+else:
+    skip("edit of an archive into a directory", "sp relocate to an archive failed: " + err[:100])
+    skip("--in-place on an archive", "no archive")
+
+# ---- 4. the shared corpus -------------------------------------------------------
+flink = os.path.join(CORPUS, "flink")
+if not os.path.isdir(flink):
+    skip("corpus: check against itself", "../shared/corpus not found")
+else:
+    for case in sorted(os.listdir(flink)):
+        snap = os.path.join(flink, case)
+        rc, ins, err = sp_json("inspect", "--json", snap)
+        if rc != 0 or not ins:
+            ok(False, "corpus %s: inspect" % case, err)
+            continue
+        ops = ins["operators"]
+        job = {"operators": []}
+        for o in ops:
+            e = {"operator_id": o["operator_id"], "parallelism": o["parallelism"]}
+            if o["max_parallelism"] is not None and 0 < o["max_parallelism"] <= 32768:
+                e["max_parallelism"] = o["max_parallelism"]
+            job["operators"].append(e)
+        jf = write(os.path.join(tmp, "corpus-job.json"), json.dumps(job))
+        rc, js, err = sp_json("check", snap, "--job", jf, "--json")
+        good = rc == 0 and js and js["ok"] and js["summary"]["restored"] == len(ops)
+        stateful = [o for o in ops if o["subtasks_with_state"] > 0 or o["has_coordinator_state"]]
+        if not stateful:
+            ok(good, "corpus %s: passes a check against itself (no stateful operator to remove)" % case, err)
+            continue
+        victim = stateful[0]["operator_id"]
+        job["operators"] = [e for e in job["operators"] if e["operator_id"] != victim]
+        if not job["operators"]:
+            job["operators"] = [{"uid": "an-unrelated-operator"}]  # a job needs an operator
+        jf = write(os.path.join(tmp, "corpus-job.json"), json.dumps(job))
+        rc2, js2, err2 = sp_json("check", snap, "--job", jf, "--json")
+        bad = rc2 == 1 and js2 and [o["verdict"] for o in js2["operators"] if o["operator_id"] == victim] == ["unmapped"]
+        rc3, _, err3 = sp("check", snap, "--job", jf, "-n", "--expect-dropped", victim)
+        ok(good and bad and rc3 == 0,
+           "corpus %s: passes against itself, fails without operator %s, -n --expect-dropped passes" % (case, victim),
+           "\n".join([err, err2, err3, json.dumps(js2 and js2.get("failures", js2))]))
+
+shutil.rmtree(tmp, ignore_errors=True)
+print("1..%d" % n)
+sys.exit(1 if failed else 0)
