@@ -59,12 +59,12 @@ int cmd_relocate(int argc, char **argv)
 {
     bool move = false, dry_run = false, json = false, checksum = false, unreferenced = false, force = false;
     const char *rest_url = NULL;
-    long jobs = 4, zthreads = 0;
+    long jobs = 8, zthreads = 0;
     const cli_option_t opts[] = {
         {"move", 0, OPT_FLAG, &move, NULL, "delete the source's own files once the copy is verified"},
         {"dry-run", 'n', OPT_FLAG, &dry_run, NULL, "print the plan (files, bytes, rewrites); change nothing"},
         {"json", 0, OPT_FLAG, &json, NULL, "one JSON object: the plan and the result"},
-        {"jobs", 'j', OPT_INT, &jobs, "N", "copy N files at a time (default 4)"},
+        {"jobs", 'j', OPT_INT, &jobs, "N", "copy N files at a time (default 8: file copies wait on storage, not CPU)"},
         {"checksum", 0, OPT_FLAG, &checksum, NULL, "compare every copied byte, not only sizes"},
         {"include-unreferenced", 0, OPT_FLAG, &unreferenced, NULL, "also copy files no state handle references"},
         {"zstd-threads", 0, OPT_INT, &zthreads, "N", "zstd worker threads for .tar.zst (default: one per core)"},

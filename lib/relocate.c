@@ -772,7 +772,7 @@ static void *worker(void *arg)
 
 static sp_status_t copy_parallel(job_t *j, sp_error_t *err)
 {
-    int n = j->opts->jobs > 0 ? j->opts->jobs : 4;
+    int n = j->opts->jobs > 0 ? j->opts->jobs : 8;
     if (j->plan->archive)
         n = 1; /* an archive is written one entry after another */
     if ((uint32_t)n > j->plan->n_files)
@@ -996,8 +996,17 @@ sp_status_t sp_relocate_run(sp_snapshot_t *snap, sp_relocate_plan_t *plan, const
             if (s)
                 return s;
         }
-        uint64_t problems = 0;
-        if ((s = verify_destination(pv->dst.key, &problems, err)))
+        /* the plan checked every file before the rename, and a rename within one
+         * file system moves the directory whole: checking _metadata arrived is enough */
+        char *moved = join_key(pv->dst.key, "_metadata");
+        sp_store_stat_t ms;
+        s = moved ? snap->local->ops->stat(snap->local, moved, &ms, err) : SP_ERR_NOMEM;
+        if (!s && !ms.exists) {
+            sp_error_set_file(err, moved);
+            s = sp_error_set(err, SP_ERR_IO, SP_NO_OFFSET, "", "the moved snapshot has no _metadata");
+        }
+        free(moved);
+        if (s)
             return s;
         res->files_copied = 0;
         res->bytes_copied = 0;

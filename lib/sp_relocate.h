@@ -39,7 +39,7 @@ typedef struct sp_relocate_options {
     bool move;                 /* delete the source's own files after the destination verified */
     bool checksum;             /* compare every copied byte, not only sizes */
     bool include_unreferenced; /* also copy files in the source directory that no handle references */
-    int jobs;                  /* parallel copies (<= 0: 4) */
+    int jobs;                  /* parallel copies (<= 0: 8) */
     int zstd_threads;          /* archive destinations: zstd workers (0 = one per core) */
     /* progress: called from the copying threads (serialised), bytes done / total */
     void (*progress)(uint64_t done, uint64_t total, void *user);
