@@ -1,5 +1,7 @@
 /* sp check SNAP JOB...: would Flink restore this snapshot into the new job?  (rules in lib/sp_check.h) */
 #include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,9 +15,57 @@ typedef struct jobargs {
     long parallelism, max_parallelism;
 } jobargs_t;
 
+/* A usage error (exit 2); with --json also the JSON error object on stdout, as sp-check(1) says. */
+static int usage_error(const cli_command_t *cmd, bool json, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (json) {
+        sp_error_t err;
+        sp_error_clear(&err);
+        sp_error_set(&err, SP_ERR_INVALID, SP_NO_OFFSET, "", "%s", msg);
+        report_error("check", &err, true);
+        fprintf(stderr, "usage: sp %s %s\n", cmd->name, cmd->usage);
+        return EXIT_USAGE;
+    }
+    return opts_usage_error(cmd, "%s", msg);
+}
+
+/* Matched operators (in the snapshot and in the new job) whose new parallelism is unknown, so not
+ * checked against the saved max parallelism. */
+static uint32_t parallelism_unchecked(const sp_check_result_t *r)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < r->n_items; i++)
+        if (r->items[i].operator_index >= 0 && r->items[i].job_index >= 0 && r->items[i].new_parallelism < 0)
+            n++;
+    return n;
+}
+
+/* s with control characters shown as \xNN (a stored uid must not reach the terminal raw); malloc'd */
+static char *term_safe(const char *s)
+{
+    size_t n = strlen(s);
+    char *o = malloc(n * 4 + 1), *q = o;
+    if (!o)
+        return NULL;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p < 0x20 || *p == 0x7f)
+            q += sprintf(q, "\\x%02X", *p);
+        else
+            *q++ = (char)*p;
+    }
+    *q = '\0';
+    return o;
+}
+
 static int read_file_into(const char *cmdname, const char *path, char **text, size_t *len, bool json)
 {
     sp_error_t err;
+    sp_error_clear(&err);
     if (sp_fs_read_all(path, text, len, &err))
         return report_error(cmdname, &err, json);
     return 0;
@@ -25,6 +75,7 @@ static int read_file_into(const char *cmdname, const char *path, char **text, si
 static int build_job(const jobargs_t *a, sp_job_t *job, bool json)
 {
     sp_error_t err;
+    sp_error_clear(&err);
     sp_status_t s = SP_OK;
     char *text;
     size_t len;
@@ -97,7 +148,7 @@ static void json_int_or_null(jw_t *w, int32_t v)
 }
 
 static void render_json(const sp_snapshot_t *snap, const sp_job_t *job, const sp_check_options_t *o,
-                        const sp_check_result_t *r)
+                        const sp_check_result_t *r, bool verified, const sp_verify_result_t *vr)
 {
     jw_t w;
     jw_init(&w, stdout, true);
@@ -120,9 +171,9 @@ static void render_json(const sp_snapshot_t *snap, const sp_job_t *job, const sp
         jw_str(&w, o->expect_dropped[i]);
     jw_arr_end(&w);
     jw_key(&w, "restorable");
-    jw_bool(&w, r->restorable);
+    jw_bool(&w, r->restorable && !(verified && vr->n_problems));
     jw_key(&w, "ok");
-    jw_bool(&w, r->ok);
+    jw_bool(&w, r->ok && !(verified && vr->n_problems));
     jw_key(&w, "summary");
     jw_obj(&w);
     jw_key(&w, "operators_in_snapshot");
@@ -140,8 +191,17 @@ static void render_json(const sp_snapshot_t *snap, const sp_job_t *job, const sp
     jw_key(&w, "new");
     jw_uint(&w, r->n_new);
     jw_key(&w, "failures");
-    jw_uint(&w, r->n_failures);
+    jw_uint(&w, r->n_failures + (verified && vr->n_problems ? 1 : 0));
     jw_obj_end(&w);
+    jw_key(&w, "parallelism_unchecked");
+    jw_uint(&w, parallelism_unchecked(r));
+    jw_key(&w, "files_verified");
+    jw_bool(&w, verified);
+    jw_key(&w, "verify_problems");
+    if (verified)
+        jw_uint(&w, vr->n_problems);
+    else
+        jw_null(&w);
     jw_key(&w, "operators");
     jw_arr(&w);
     for (uint32_t i = 0; i < r->n_items; i++) {
@@ -194,6 +254,12 @@ static void render_json(const sp_snapshot_t *snap, const sp_job_t *job, const sp
     jw_arr(&w);
     for (uint32_t i = 0; i < r->n_failures; i++)
         jw_str(&w, r->failures[i]);
+    if (verified && vr->n_problems) {
+        char buf[256];
+        snprintf(buf, sizeof buf, "sp verify: %u problem%s with the snapshot's files, the first: %s", vr->n_problems,
+                 vr->n_problems == 1 ? "" : "s", sp_problem_name(vr->problems[0].problem));
+        jw_str(&w, buf);
+    }
     jw_arr_end(&w);
     jw_key(&w, "hints");
     jw_arr(&w);
@@ -204,14 +270,17 @@ static void render_json(const sp_snapshot_t *snap, const sp_job_t *job, const sp
     jw_end(&w);
 }
 
-static const char *pair(int32_t saved, int32_t now, char *buf, size_t n)
+/* "saved", "saved -> new"; unknown_new: "saved -> ?" when the new value is not known */
+static const char *pair(int32_t saved, int32_t now, bool unknown_new, char *buf, size_t n)
 {
     char a[16] = "-", b[16] = "-";
     if (saved >= 0)
         snprintf(a, sizeof a, "%d", saved);
     if (now >= 0)
         snprintf(b, sizeof b, "%d", now);
-    if (now < 0 || (saved >= 0 && saved == now))
+    if (now < 0 && unknown_new)
+        snprintf(buf, n, "%s -> ?", a);
+    else if (now < 0 || (saved >= 0 && saved == now))
         snprintf(buf, n, "%s", a);
     else
         snprintf(buf, n, "%s -> %s", a, b);
@@ -219,7 +288,8 @@ static const char *pair(int32_t saved, int32_t now, char *buf, size_t n)
 }
 
 static void render_human(const sp_snapshot_t *snap, const sp_job_t *job, const jobargs_t *a,
-                         const sp_check_options_t *o, const sp_check_result_t *r)
+                         const sp_check_options_t *o, const sp_check_result_t *r, bool verified,
+                         const sp_verify_result_t *vr)
 {
     char b1[32], b2[32], org[200];
     uint64_t total = 0;
@@ -232,7 +302,9 @@ static void render_human(const sp_snapshot_t *snap, const sp_job_t *job, const j
            origin_summary(a, org, sizeof org), o->allow_non_restored_state ? "on" : "off");
     size_t wop = 8;
     for (uint32_t i = 0; i < r->n_items; i++) {
-        size_t l = r->items[i].uid ? strlen(r->items[i].uid) : 32;
+        char *t = r->items[i].uid ? term_safe(r->items[i].uid) : NULL;
+        size_t l = t ? (size_t)term_width(t) : 32;
+        free(t);
         if (l > wop)
             wop = l;
     }
@@ -248,23 +320,56 @@ static void render_human(const sp_snapshot_t *snap, const sp_job_t *job, const j
         const sp_check_item_t *it = &r->items[i];
         char hex[33], p[40], mp[40];
         sp_id_to_hex(it->operator_id, hex);
-        printf("%-2s  %-*s  %-*.*s  %10s  %-12s  %s\n", it->ok ? "ok" : "NO", wv, sp_check_verdict_token(it->verdict),
-               (int)wop, (int)wop, it->uid ? it->uid : hex,
+        char *label = term_safe(it->uid ? it->uid : hex);
+        printf("%-2s  %-*s  ", it->ok ? "ok" : "NO", wv, sp_check_verdict_token(it->verdict));
+        term_cell(stdout, label ? label : hex, (int)wop);
+        free(label);
+        printf("  %10s  %-12s  %s\n",
                it->operator_index >= 0 ? fmt_iec(it->state_bytes, b2, sizeof b2) : "-",
-               pair(it->saved_parallelism, it->new_parallelism, p, sizeof p),
-               pair(it->saved_max_parallelism, it->new_max_parallelism, mp, sizeof mp));
+               pair(it->saved_parallelism, it->new_parallelism, it->operator_index >= 0 && it->job_index >= 0, p,
+                    sizeof p),
+               pair(it->saved_max_parallelism, it->new_max_parallelism, false, mp, sizeof mp));
     }
-    if (r->n_failures || r->n_hints)
+    uint32_t unchecked = parallelism_unchecked(r);
+    bool vbad = verified && vr->n_problems;
+    if (r->n_failures || r->n_hints || unchecked || vbad)
         printf("\n");
-    for (uint32_t i = 0; i < r->n_failures; i++)
-        printf("FAIL  %s\n", r->failures[i]);
-    for (uint32_t i = 0; i < r->n_hints; i++)
-        printf("hint  %s\n", r->hints[i]);
+    for (uint32_t i = 0; i < r->n_failures; i++) {
+        char *t = term_safe(r->failures[i]);
+        printf("FAIL  %s\n", t ? t : r->failures[i]);
+        free(t);
+    }
+    if (vbad) {
+        char path[PATH_MAX];
+        const sp_verify_item_t *p = &vr->problems[0];
+        if (!sp_snapshot_local_path(snap, &p->ref, path, sizeof path))
+            snprintf(path, sizeof path, "%.*s", (int)p->ref.path.len, (const char *)p->ref.path.ptr);
+        char *tp = mutf8_term((sp_str_t){(const uint8_t *)path, (uint32_t)strlen(path)});
+        printf("FAIL  sp verify: %u problem%s with the snapshot's files, the first: %s (%s)\n", vr->n_problems,
+               vr->n_problems == 1 ? "" : "s", sp_problem_name(p->problem), tp ? tp : path);
+        free(tp);
+    }
+    if (unchecked)
+        printf("warning  parallelism not checked for %u operator%s: give -p/--parallelism or a --job with "
+               "parallelism\n", unchecked, unchecked == 1 ? "" : "s");
+    for (uint32_t i = 0; i < r->n_hints; i++) {
+        char *t = term_safe(r->hints[i]);
+        printf("hint  %s\n", t ? t : r->hints[i]);
+        free(t);
+    }
     printf("\n");
-    if (r->ok)
-        printf("OK: Flink would restore this job: %u restored, %u skipped (no state), %u dropped (%s), %u new\n",
+    if (r->ok && vbad)
+        printf("NOT OK: Flink would restore this job's metadata, but the snapshot's files have %u problem%s "
+               "(sp verify)\n", vr->n_problems, vr->n_problems == 1 ? "" : "s");
+    else if (r->ok) {
+        printf("OK: Flink would restore this job: %u restored, %u skipped (no state), %u dropped (%s), %u new",
                r->n_restored, r->n_skipped, r->n_dropped, fmt_iec(r->dropped_bytes, b1, sizeof b1), r->n_new);
-    else if (r->restorable)
+        if (unchecked)
+            printf("; parallelism not checked for %u operator%s", unchecked, unchecked == 1 ? "" : "s");
+        if (!verified)
+            printf("; metadata only checked: sp verify (or --verify) checks the files");
+        printf("\n");
+    } else if (r->restorable)
         printf("NOT OK: Flink would restore this job, but %u problem%s above (state dropped that "
                "--expect-dropped does not name, or an expectation that does not hold)\n",
                r->n_failures, r->n_failures == 1 ? "" : "s");
@@ -277,8 +382,8 @@ int cmd_check(int argc, char **argv)
 {
     jobargs_t a;
     memset(&a, 0, sizeof a);
-    a.parallelism = a.max_parallelism = -1;
-    bool json = false, allow = false;
+    a.parallelism = a.max_parallelism = LONG_MIN; /* not given */
+    bool json = false, allow = false, verify = false;
     cli_list_t expect = {0};
     const cli_option_t opts[] = {
         {"uid", 'u', OPT_LIST, &a.uids, "UID", "an operator of the new job by its uid (repeatable)"},
@@ -293,6 +398,7 @@ int cmd_check(int argc, char **argv)
         {"allow-non-restored-state", 'n', OPT_FLAG, &allow, NULL,
          "as flink run -n: state of operators not in the new job is dropped"},
         {"expect-dropped", 0, OPT_LIST, &expect, "ID|uid:U", "state that may be dropped (repeatable)"},
+        {"verify", 0, OPT_FLAG, &verify, NULL, "also check the snapshot's files as sp verify does; fail on problems"},
         {"json", 0, OPT_FLAG, &json, NULL, "one JSON object: every operator with verdict, bytes and reason"},
         {0},
     };
@@ -301,19 +407,25 @@ int cmd_check(int argc, char **argv)
     if (r)
         return r < 0 ? 0 : r;
     if (n != 1)
-        return opts_usage_error(cmd, n ? "give exactly one snapshot" : "missing snapshot (a directory or its _metadata file)");
+        return usage_error(cmd, json, n ? "give exactly one snapshot" : "missing snapshot (a directory or its _metadata file)");
     if (!a.uids.n && !a.uids_files.n && !a.ids.n && !a.jobs.n && !a.plans.n && !a.likes.n)
-        return opts_usage_error(cmd, "describe the new job: --uid, --uids-file, --operator-id, --job, --plan or --like");
-    if ((a.parallelism != -1 && (a.parallelism < 1 || a.parallelism > 32768)) ||
-        (a.max_parallelism != -1 && (a.max_parallelism < 1 || a.max_parallelism > 32768)))
-        return opts_usage_error(cmd, "--parallelism and --max-parallelism take a value from 1 to 32768");
+        return usage_error(cmd, json, "describe the new job: --uid, --uids-file, --operator-id, --job, --plan or --like");
+    if ((a.parallelism != LONG_MIN && (a.parallelism < 1 || a.parallelism > 32768)) ||
+        (a.max_parallelism != LONG_MIN && (a.max_parallelism < 1 || a.max_parallelism > 32768)))
+        return usage_error(cmd, json, "--parallelism and --max-parallelism take a value from 1 to 32768");
+    if (a.parallelism == LONG_MIN)
+        a.parallelism = -1;
+    if (a.max_parallelism == LONG_MIN)
+        a.max_parallelism = -1;
     for (int i = 0; i < expect.n; i++) {
         sp_opref_t ref;
         sp_error_t err;
+        sp_error_clear(&err);
         if (sp_opref_parse(expect.v[i], &ref, &err))
-            return opts_usage_error(cmd, "--expect-dropped %s", err.message);
+            return usage_error(cmd, json, "--expect-dropped %s", err.message);
     }
     sp_error_t err;
+    sp_error_clear(&err);
     sp_snapshot_t *snap;
     if (sp_snapshot_open(argv[0], 0, &snap, &err))
         return report_error("check", &err, json);
@@ -331,11 +443,21 @@ int cmd_check(int argc, char **argv)
         sp_snapshot_close(snap);
         return report_error("check", &err, json);
     }
+    sp_verify_result_t vr;
+    memset(&vr, 0, sizeof vr);
+    if (verify && sp_verify(snap, &vr, &err)) {
+        sp_check_result_free(&res);
+        sp_job_free(&job);
+        sp_snapshot_close(snap);
+        return report_error("check", &err, json);
+    }
     if (json)
-        render_json(snap, &job, &o, &res);
+        render_json(snap, &job, &o, &res, verify, &vr);
     else
-        render_human(snap, &job, &a, &o, &res);
-    int code = res.ok ? 0 : EXIT_PROBLEMS;
+        render_human(snap, &job, &a, &o, &res, verify, &vr);
+    int code = res.ok && !(verify && vr.n_problems) ? 0 : EXIT_PROBLEMS;
+    if (verify)
+        sp_verify_result_free(&vr);
     sp_check_result_free(&res);
     sp_job_free(&job);
     sp_snapshot_close(snap);

@@ -270,6 +270,7 @@ int cmd_diff(int argc, char **argv)
     if (n != 2)
         return opts_usage_error(cmd, "give two snapshots, A and B");
     sp_error_t err;
+    sp_error_clear(&err);
     sp_snapshot_t *a, *b;
     if (sp_snapshot_open(argv[0], 0, &a, &err))
         return report_error("diff", &err, json);

@@ -46,6 +46,7 @@ int cmd_dispose(int argc, char **argv)
     sp_dispose_options_t o = {dry_run, force, unref, external, flink_cli_record_query, &q};
     sp_dispose_result_t res;
     sp_error_t err;
+    sp_error_clear(&err);
     sp_status_t s = sp_dispose(argv[0], &o, &res, &err);
     flink_cli_query_close(&q);
     if (res.record_warning)

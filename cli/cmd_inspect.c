@@ -498,6 +498,7 @@ int cmd_inspect(int argc, char **argv)
     ictx_t c;
     memset(&c, 0, sizeof c);
     sp_error_t err;
+    sp_error_clear(&err);
     sp_status_t s = sp_snapshot_open(argv[0], 0, &c.snap, &err);
     if (s)
         return report_error("inspect", &err, json);

@@ -45,6 +45,7 @@ int cmd_jobs(int argc, char **argv)
     if (n != 0)
         return opts_usage_error(cmd, "takes no arguments");
     sp_error_t err;
+    sp_error_clear(&err);
     sp_flink_t *fl;
     if (flink_cli_open(&c, &fl, &err))
         return report_error("jobs", &err, c.json);

@@ -179,6 +179,7 @@ int cmd_list(int argc, char **argv)
     sp_catalog_options_t co = {.verify = verify};
     sp_catalog_t cat;
     sp_error_t err;
+    sp_error_clear(&err);
     sp_status_t s = sp_catalog_scan(argv[0], &co, &cat, &err);
     if (s) {
         sp_catalog_free(&cat);

@@ -71,6 +71,7 @@ static int do_export(const cli_command_t *cmd, int argc, char **argv)
     if (n != 1)
         return opts_usage_error(cmd, "export takes exactly one snapshot");
     sp_error_t err;
+    sp_error_clear(&err);
     sp_snapshot_t *snap;
     /* no relative-path check: export is how a bad path gets repaired */
     sp_status_t s = sp_snapshot_open(argv[0], SP_OPEN_NO_PATH_CHECK, &snap, &err);
@@ -112,6 +113,7 @@ static int do_import(const cli_command_t *cmd, int argc, char **argv)
     if (n != 2)
         return opts_usage_error(cmd, "import takes JSON (a file or - for stdin) and OUT");
     sp_error_t err;
+    sp_error_clear(&err);
     char *text;
     size_t len;
     sp_status_t s = sp_fs_read_all(argv[0], &text, &len, &err);
@@ -196,6 +198,7 @@ static int do_edit(const cli_command_t *cmd, int argc, char **argv)
         return EXIT_STORAGE;
     }
     sp_error_t err;
+    sp_error_clear(&err);
     uint32_t k = 0;
     int code = 0;
     struct { const cli_list_t *l; sp_edit_kind_t kind; } groups[] = {

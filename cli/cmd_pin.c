@@ -91,6 +91,7 @@ int cmd_pin(int argc, char **argv)
         return opts_usage_error(cmd, "give exactly one snapshot");
     char target[PATH_MAX];
     sp_error_t err;
+    sp_error_clear(&err);
     sp_status_t s = record_target(argv[0], target, sizeof target, &err);
     /* only a snapshot is pinned: a typo must not leave a stray record */
     sp_snapshot_t *snap = NULL;
@@ -131,6 +132,7 @@ int cmd_unpin(int argc, char **argv)
         return opts_usage_error(cmd, "give exactly one snapshot");
     char target[PATH_MAX];
     sp_error_t err;
+    sp_error_clear(&err);
     sp_record_summary_t rec;
     sp_status_t s = record_target(argv[0], target, sizeof target, &err);
     if (!s)

@@ -235,6 +235,7 @@ int cmd_prune(int argc, char **argv)
     sp_catalog_t cat;
     sp_prune_plan_t plan;
     sp_error_t err;
+    sp_error_clear(&err);
     sp_status_t s = sp_catalog_scan(argv[0], NULL, &cat, &err);
     if (!s)
         s = sp_prune_plan(&cat, &o, &plan, &err);

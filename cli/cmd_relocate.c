@@ -82,6 +82,7 @@ int cmd_relocate(int argc, char **argv)
         return opts_usage_error(cmd, "--jobs must be between 1 and 256");
     s3_cli_set_jobs((int)jobs); /* S3: at most N transfers in flight per bucket */
     sp_error_t err;
+    sp_error_clear(&err);
     sp_snapshot_t *snap;
     sp_status_t s = sp_snapshot_open(argv[0], 0, &snap, &err);
     if (s)

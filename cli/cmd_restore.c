@@ -100,7 +100,7 @@ static void flink_path(const char *arg, char *out, size_t n)
 
 int cmd_restore(int argc, char **argv)
 {
-    flink_cli_t c = {0};
+    flink_cli_t c = {.timeout_per_wait = true};
     const char *jar_id = NULL, *jar = NULL, *mode_s = "NO_CLAIM", *entry = NULL;
     long parallelism = 0;
     bool allow_nr = false, wait_released = false, force = false;
@@ -153,6 +153,7 @@ int cmd_restore(int argc, char **argv)
     flink_path(argv[0], spath, sizeof spath);
     res.snapshot = spath;
     sp_error_t err;
+    sp_error_clear(&err);
     sp_error_clear(&err);
     /* a local snapshot is read first: its checkpoint ID, and no job is started from something unreadable */
     bool local = flink_cli_local_dir(spath, dir, sizeof dir);

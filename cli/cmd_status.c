@@ -42,16 +42,25 @@ int cmd_status(int argc, char **argv)
         trig[i] = (char)(argv[1][i] >= 'A' && argv[1][i] <= 'F' ? argv[1][i] - 'A' + 'a' : argv[1][i]);
     }
     sp_error_t err;
+    sp_error_clear(&err);
     sp_flink_t *fl;
     if (flink_cli_open(&c, &fl, &err))
         return report_error("status", &err, c.json);
     sp_flink_operation_t op;
     sp_status_t s = wait ? sp_flink_savepoint_wait(fl, job, trig, timeout, &op, &err)
                          : sp_flink_savepoint_status(fl, job, trig, &op, &err);
-    if (!s && op.completed)
-        s = sp_flink_check_location(op.location, &err);
-    const char *rec = NULL;
+    bool unchecked = false;
+    sp_error_t why;
+    sp_error_clear(&why);
     if (!s && op.completed) {
+        s = flink_cli_check_location(op.location, &unchecked, &why);
+        if (s)
+            err = why;
+        else if (unchecked)
+            flink_cli_warn_unchecked("status", op.location, &why);
+    }
+    const char *rec = NULL;
+    if (!s && op.completed && !unchecked) {
         /* the savepoint's record, unless its trigger/stop already wrote one */
         char dir[4096];
         sp_record_t rr;

@@ -105,6 +105,7 @@ const char *flink_cli_record_origin(const char *by, const char *job, const char 
     o.drain = drain;
     snprintf(o.location, sizeof o.location, "%s", location);
     sp_error_t err;
+    sp_error_clear(&err);
     if (sp_record_set_origin(dir, &o, &err) != SP_OK) {
         fprintf(stderr, "sp: warning: the savepoint is complete, but its ownership record could not be written: %s\n",
                 err.message);
@@ -165,6 +166,7 @@ int flink_cli_savepoint(int argc, char **argv, bool stop)
         return opts_usage_error(cmd, "--trigger-id: '%s' is not 32 hexadecimal digits", trigger_id);
 
     sp_error_t err;
+    sp_error_clear(&err);
     sp_error_clear(&err);
     /* the target directory: the argument, else Flink's configured default; neither: stop before contacting the cluster */
     const char *dir = n == 2 ? argv[1] : NULL;
@@ -232,10 +234,17 @@ int flink_cli_savepoint(int argc, char **argv, bool stop)
     fprintf(stderr, "Waiting for the savepoint...\n");
     sp_flink_operation_t op;
     s = sp_flink_savepoint_wait(fl, jobl, trig, timeout, &op, &err);
+    bool unchecked = false;
+    sp_error_t why;
+    sp_error_clear(&why);
     if (!s)
-        s = sp_flink_check_location(op.location, &err);
+        s = flink_cli_check_location(op.location, &unchecked, &why);
+    if (s)
+        err = why.code ? why : err;
+    if (!s && unchecked)
+        flink_cli_warn_unchecked(name, op.location, &why);
     const char *rec = NULL;
-    if (!s)
+    if (!s && !unchecked)
         rec = flink_cli_record_origin(stop ? "sp stop" : "sp trigger", jobl, trig, fl, &v, fmt_name, drain, op.location);
     else if (op.stop_savepoint)
         rec = flink_cli_record_origin("sp stop", jobl, trig, fl, &v, fmt_name, drain, op.stop_savepoint);

@@ -59,6 +59,7 @@ int cmd_verify(int argc, char **argv)
     if (n != 1)
         return opts_usage_error(cmd, n ? "give exactly one snapshot" : "missing snapshot (a directory or its _metadata file)");
     sp_error_t err;
+    sp_error_clear(&err);
     sp_snapshot_t *snap;
     sp_status_t s = sp_snapshot_open(argv[0], 0, &snap, &err);
     if (s)

@@ -116,6 +116,14 @@ sp_status_t flink_cli_open(const flink_cli_t *c, sp_flink_t **out, sp_error_t *e
     if (s)
         return s;
     sp_flink_options_t o = {0};
+    /* a server that accepts and never answers fails in well under a minute */
+    o.connect_timeout_ms = 10000;
+    o.request_timeout_ms = 20000;
+    if (c->timeout && !c->timeout_per_wait) {
+        int64_t t = flink_cli_duration_ms(c->timeout);
+        if (t > 0)
+            o.total_timeout_ms = (long)t;
+    }
     if (c->verbose) {
         o.trace = trace_stderr;
         char shown[2048];
@@ -166,6 +174,49 @@ bool flink_cli_local_dir(const char *location, char *out, size_t n)
     return true;
 }
 
+sp_status_t flink_cli_check_location(const char *location, bool *unchecked, sp_error_t *err)
+{
+    *unchecked = false;
+    const char *sep = strstr(location, "://");
+    bool is_file = strncmp(location, "file:", 5) == 0 || !sep;
+    if (is_file) {
+        char dir[4096];
+        if (!flink_cli_local_dir(location, dir, sizeof dir)) {
+            *unchecked = true;
+            sp_error_set(err, SP_ERR_NOT_FOUND, SP_NO_OFFSET, "", "the path is not visible on this machine");
+            return SP_OK;
+        }
+        return sp_flink_check_location(location, err);
+    }
+    sp_error_t e;
+    sp_error_clear(&e);
+    sp_status_t s = sp_flink_check_location(location, &e);
+    if (s == SP_OK)
+        return SP_OK;
+    bool s3 = strncmp(location, "s3://", 5) == 0 || strncmp(location, "s3a://", 6) == 0 ||
+              strncmp(location, "s3p://", 6) == 0;
+    if (s3 && (s == SP_ERR_MALFORMED || s == SP_ERR_UNSUPPORTED)) {
+        if (err)
+            *err = e;
+        return s;
+    }
+    *unchecked = true;
+    if (err) {
+        *err = e;
+        if (!s3)
+            snprintf(err->message, sizeof err->message, "sp cannot read %.*s:// locations", (int)(sep - location),
+                     location);
+    }
+    return SP_OK;
+}
+
+void flink_cli_warn_unchecked(const char *cmd, const char *location, const sp_error_t *why)
+{
+    fprintf(stderr,
+            "sp %s: warning: the savepoint's _metadata at %s could not be checked (%s); no ownership record was "
+            "written\n", cmd, location, why && why->message[0] ? why->message : "not readable from here");
+}
+
 /* ---- the record query ---- */
 
 /* Ask the cluster at url; true when it gave a definite answer. */
@@ -182,6 +233,11 @@ static bool ask(flink_cli_query_t *c, const char *url, sp_record_query_t *q)
         snprintf(c->url, sizeof c->url, "%s", url);
     }
     sp_flink_record_query(c->fl, q);
+    /* "no such job" means the job is gone only from the cluster it was restored on */
+    if (q->released == SP_RELEASE_JOB_UNKNOWN && strcmp(url, q->restore->cluster) != 0) {
+        q->released = SP_RELEASE_UNKNOWN;
+        return false;
+    }
     return q->released != SP_RELEASE_UNKNOWN;
 }
 

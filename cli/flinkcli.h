@@ -20,6 +20,7 @@ typedef struct flink_cli {
     const char *timeout;    /* --timeout */
     bool verbose;           /* --verbose */
     bool json;              /* --json */
+    bool timeout_per_wait;  /* --timeout bounds each wait only (sp restore), not the whole command */
 } flink_cli_t;
 
 /* "--rest-url URL" help text */
@@ -59,6 +60,19 @@ int flink_cli_fail(const char *cmd, const sp_error_t *err, const char *trace, bo
  * "/x/sp/_metadata") into out; false when it is not on the local file system.
  */
 bool flink_cli_local_dir(const char *location, char *out, size_t n);
+
+/*
+ * Check the _metadata of a location Flink reported COMPLETED.  A location
+ * sp cannot read from here (another scheme such as hdfs:// gs:// abfs://,
+ * a local path not visible on this machine, an object store without
+ * access) is not a failure: *unchecked is set and err holds why.  A
+ * location that sp can reach but whose metadata is missing or broken is
+ * an error (the status of sp_flink_check_location).
+ */
+sp_status_t flink_cli_check_location(const char *location, bool *unchecked, sp_error_t *err);
+
+/* The warning for an unchecked location: printed on stderr. */
+void flink_cli_warn_unchecked(const char *cmd, const char *location, const sp_error_t *why);
 
 /*
  * Ownership-record query for dispose / prune / relocate --move (an

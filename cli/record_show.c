@@ -87,6 +87,7 @@ void record_human(const sp_snapshot_t *snap)
     const char *dir = record_dir(snap);
     sp_record_t r;
     sp_error_t err;
+    sp_error_clear(&err);
     if (!dir)
         return;
     if (sp_record_load(dir, &r, &err) != SP_OK) {

@@ -211,6 +211,7 @@ int s3_cli_apply(void)
     const char *dir = env("FLINK_CONF_DIR");
     if (dir) {
         sp_error_t err;
+        sp_error_clear(&err);
         sp_status_t s = sp_flinkconf_load(dir, &flink, &err);
         if (s && s != SP_ERR_NOT_FOUND)
             fprintf(stderr, "sp: warning: Flink configuration not read for the S3 settings: %s%s%s\n",
@@ -303,6 +304,7 @@ int s3_cli_apply(void)
 #undef PROFILE
 #undef FLINK
     sp_error_t err;
+    sp_error_clear(&err);
     if (sp_s3_set_default_config(&cfg, &err) != SP_OK) {
         fprintf(stderr, "sp: %s\n", err.message);
         return 4;

@@ -254,8 +254,39 @@ void sp_job_set_defaults(sp_job_t *job, int32_t parallelism, int32_t max_paralle
     }
 }
 
+/* Skip a leading UTF-8 byte order mark (editors on Windows write one). */
+static void skip_bom(const char **text, size_t *len)
+{
+    if (*len >= 3 && (unsigned char)(*text)[0] == 0xEF && (unsigned char)(*text)[1] == 0xBB &&
+        (unsigned char)(*text)[2] == 0xBF) {
+        *text += 3;
+        *len -= 3;
+    }
+}
+
+/* Parse one JSON value filling the text (after a BOM); NULL with *trailing set when text follows it. */
+static cJSON *parse_whole(const char *text, size_t len, bool *trailing, size_t *at)
+{
+    const char *end = NULL;
+    *trailing = false;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, false);
+    if (!root)
+        return NULL;
+    size_t k = end ? (size_t)(end - text) : len;
+    while (k < len && (text[k] == ' ' || text[k] == '\t' || text[k] == '\n' || text[k] == '\r'))
+        k++;
+    if (k < len && !(text[k] == '\0' && k + 1 == len)) {
+        *trailing = true;
+        *at = k;
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return root;
+}
+
 sp_status_t sp_job_parse_uids(sp_job_t *job, const char *text, size_t len, const char *file, sp_error_t *err)
 {
+    skip_bom(&text, &len);
     size_t line = 0, pos = 0;
     char origin[600];
     while (pos < len) {
@@ -340,10 +371,17 @@ static const char *json_str(const cJSON *obj, const char *key)
 
 sp_status_t sp_job_parse_json(sp_job_t *job, const char *text, size_t len, const char *file, sp_error_t *err)
 {
-    cJSON *root = cJSON_ParseWithLength(text, len);
+    size_t bom = len;
+    skip_bom(&text, &len);
+    bom -= len;
+    bool trailing;
+    size_t at = 0;
+    cJSON *root = parse_whole(text, len, &trailing, &at);
+    if (!root && trailing)
+        return json_err(err, file, "", "text after the JSON value (at byte %zu)", at + bom);
     if (!root)
         return json_err(err, file, "", "not valid JSON (near byte %ld)",
-                        cJSON_GetErrorPtr() ? (long)(cJSON_GetErrorPtr() - text) : 0L);
+                        cJSON_GetErrorPtr() ? (long)(cJSON_GetErrorPtr() - text + (long)bom) : 0L);
     sp_status_t s = SP_OK;
     int32_t def_p = -1, def_mp = -1;
     const cJSON *ops = NULL;
@@ -496,10 +534,17 @@ static sp_status_t plan_nodes(sp_job_t *job, const cJSON *nodes, const char *pat
 
 sp_status_t sp_job_parse_plan(sp_job_t *job, const char *text, size_t len, const char *file, sp_error_t *err)
 {
-    cJSON *root = cJSON_ParseWithLength(text, len);
+    size_t bom = len;
+    skip_bom(&text, &len);
+    bom -= len;
+    bool trailing;
+    size_t at = 0;
+    cJSON *root = parse_whole(text, len, &trailing, &at);
+    if (!root && trailing)
+        return json_err(err, file, "", "text after the JSON value (at byte %zu)", at + bom);
     if (!root)
         return json_err(err, file, "", "not valid JSON (near byte %ld)",
-                        cJSON_GetErrorPtr() ? (long)(cJSON_GetErrorPtr() - text) : 0L);
+                        cJSON_GetErrorPtr() ? (long)(cJSON_GetErrorPtr() - text + (long)bom) : 0L);
     sp_status_t s;
     cJSON *inner = NULL;
     const cJSON *plan = cJSON_GetObjectItemCaseSensitive(root, "plan");
@@ -618,6 +663,39 @@ typedef struct strlist {
     char **v;
     bool nomem;
 } strlist_t;
+
+/* One shell word: as is when it holds only safe characters, else in single quotes with ' as '\''. */
+static const char *shq(const char *a, const char *b, char *buf, size_t n)
+{
+    char w[1200];
+    snprintf(w, sizeof w, "%s%s", a, b ? b : "");
+    bool safe = w[0] != '\0';
+    for (const char *p = w; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              strchr("_-./:=@%+,", *p)))
+            safe = false;
+    if (safe) {
+        snprintf(buf, n, "%s", w);
+        return buf;
+    }
+    size_t k = 0;
+    if (n < 3) {
+        buf[0] = '\0';
+        return buf;
+    }
+    buf[k++] = '\'';
+    for (const char *p = w; *p && k + 6 < n; p++) {
+        if (*p == '\'') {
+            memcpy(buf + k, "'\\''", 4);
+            k += 4;
+        } else {
+            buf[k++] = *p;
+        }
+    }
+    buf[k++] = '\'';
+    buf[k] = '\0';
+    return buf;
+}
 
 static void list_add(strlist_t *l, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -972,25 +1050,29 @@ sp_status_t sp_check(const sp_snapshot_t *snap, const sp_job_t *job, const sp_ch
                 if ((old->verdict != SP_VERDICT_UNMAPPED && old->verdict != SP_VERDICT_DROPPED) ||
                     !old->uid_from_snapshot || !old->uid || !uids_close(nw->uid, old->uid))
                     continue;
-                char b[32];
+                char b[32], q1[700], q2[1300], arg[1200];
                 fmt_bytes(old->state_bytes, b, sizeof b);
+                snprintf(arg, sizeof arg, "uid:%s=%s", old->uid, nw->uid);
                 list_add(&hints,
                          "uid '%s' of the new job matches no operator of the snapshot, but is close to uid '%s' "
-                         "(%s of state, not in the new job): if the uid was renamed, move the state first with "
-                         "'sp metadata edit %s --set-uid uid:%s=%s --output NEW_SNAP'",
-                         nw->uid, old->uid, b, snap->location, old->uid, nw->uid);
+                         "(%s of state, not in the new job): if the uid was renamed, move the state first with: "
+                         "sp metadata edit %s --set-uid %s --output NEW_SNAP",
+                         nw->uid, old->uid, b, shq(snap->location, NULL, q1, sizeof q1), shq(arg, NULL, q2, sizeof q2));
             }
         }
         if (m->version < 5 && n_unmatched == 1 && n_new_uid == 1) {
             const sp_check_item_t *old = &out->items[last_unmatched], *nw = &out->items[last_new];
-            char hex[33], b[32];
+            char hex[33], b[32], q1[700], q2[1300];
             sp_id_to_hex(old->operator_id, hex);
             fmt_bytes(old->state_bytes, b, sizeof b);
+            char pre[40];
+            snprintf(pre, sizeof pre, "%s=", hex);
             list_add(&hints,
                      "operator %s (%s of state) matches no operator of the new job, and uid '%s' matches nothing "
                      "in the snapshot (this metadata version stores no uids): if '%s' is that operator's new uid, "
-                     "move the state with 'sp metadata edit %s --set-uid %s=%s --output NEW_SNAP'",
-                     hex, b, nw->uid, nw->uid, snap->location, hex, nw->uid);
+                     "move the state with: sp metadata edit %s --set-uid %s --output NEW_SNAP",
+                     hex, b, nw->uid, nw->uid, shq(snap->location, NULL, q1, sizeof q1),
+                     shq(pre, nw->uid, q2, sizeof q2));
         } else if (m->version < 5 && n_unmatched > 0) {
             list_add(&hints,
                      "this metadata version stores no uids: operators of the snapshot that match nothing are shown "

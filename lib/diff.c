@@ -3,8 +3,10 @@
  * fingerprints (to tell changed state and to find state moved to another
  * operator ID), and the multiset of file references of both snapshots.
  */
+#define _GNU_SOURCE
 #include "sp_diff.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +29,46 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
 
 static uint64_t fnv_i64(uint64_t h, int64_t v) { return fnv(h, &v, sizeof v); }
 
+/* A reference's path as compared: an absolute reference into the snapshot's own (local)
+ * directory is compared by its path relative to that directory, marked so that it never equals
+ * an outside path ("\x01" + relative path), so that a copy whose absolute references were moved
+ * with it (sp metadata edit --output) compares equal.  Returns the path to hash. */
+static sp_str_t compared_path(const sp_snapshot_t *s, const sp_ref_t *ref, char *buf, size_t n)
+{
+    sp_str_t p = ref->path;
+    if (!s || ref->kind == SP_REF_RELATIVE || ref->kind == SP_REF_INLINE || s->store != s->local || !s->dir_key ||
+        !s->dir_key[0])
+        return p;
+    char key[PATH_MAX];
+    if (!sp_snapshot_local_path(s, ref, key, sizeof key))
+        return p;
+    const char *dirs[2] = {s->dir_key, NULL};
+    char real_dir[PATH_MAX], real_key[PATH_MAX];
+    if (realpath(s->dir_key, real_dir))
+        dirs[1] = real_dir;
+    const char *keys[2] = {key, NULL};
+    char *slash = strrchr(key, '/');
+    if (slash && slash != key) {
+        *slash = '\0';
+        char rp[PATH_MAX];
+        if (realpath(key, rp) && (size_t)snprintf(real_key, sizeof real_key, "%s/%s", rp, slash + 1) < sizeof real_key)
+            keys[1] = real_key;
+        *slash = '/';
+    }
+    for (int d = 0; d < 2; d++)
+        for (int k = 0; k < 2; k++) {
+            if (!dirs[d] || !keys[k])
+                continue;
+            size_t dl = strlen(dirs[d]);
+            if (dl > 1 && strncmp(keys[k], dirs[d], dl) == 0 && keys[k][dl] == '/' && keys[k][dl + 1]) {
+                int w = snprintf(buf, n, "\x01%s", keys[k] + dl + 1);
+                if (w > 0 && (size_t)w < n)
+                    return (sp_str_t){(const uint8_t *)buf, (uint32_t)w};
+            }
+        }
+    return p;
+}
+
 typedef struct fp {
     uint64_t hash;
     uint64_t refs;      /* leaf references (files and inline) */
@@ -35,6 +77,7 @@ typedef struct fp {
 typedef struct fpctx {
     fp_t *fps;
     uint32_t n;
+    const sp_snapshot_t *snap;
 } fpctx_t;
 
 /* Fingerprint of an operator's state: every leaf reference with its
@@ -60,7 +103,9 @@ static int fp_ref(const sp_ref_t *ref, void *user)
             for (uint32_t i = 0; i < hd->u.changelog_bytes.n_changes; i++)
                 h = fnv(h, hd->u.changelog_bytes.changes[i].bytes.ptr, hd->u.changelog_bytes.changes[i].bytes.len);
     } else if (ref->path.len) {
-        h = fnv(h, ref->path.ptr, ref->path.len);
+        char buf[PATH_MAX + 2];
+        sp_str_t p = compared_path(c->snap, ref, buf, sizeof buf);
+        h = fnv(h, p.ptr, p.len);
     }
     f->hash = h;
     f->refs++;
@@ -87,7 +132,7 @@ static fp_t *fingerprints(const sp_snapshot_t *s)
         }
         fps[i].hash = h;
     }
-    fpctx_t c = {fps, m->n_operators};
+    fpctx_t c = {fps, m->n_operators, s};
     sp_meta_visit_refs(m, fp_ref, &c);
     return fps;
 }
@@ -100,6 +145,7 @@ typedef struct refctx {
     uint32_t n, cap;
     bool side_b;
     bool nomem;
+    const sp_snapshot_t *snap;
 } refctx_t;
 
 static int count_ref(const sp_ref_t *ref, void *user)
@@ -107,8 +153,10 @@ static int count_ref(const sp_ref_t *ref, void *user)
     refctx_t *c = user;
     if (ref->kind != SP_REF_RELATIVE && ref->kind != SP_REF_ABSOLUTE && ref->kind != SP_REF_SEGMENT)
         return 0;
-    /* key: kind, size, offset, path (NUL and '\' escaped) */
-    size_t cap = 64 + 2 * (size_t)ref->path.len;
+    /* key: kind, size, offset, path as compared (NUL and '\' escaped) */
+    char pbuf[PATH_MAX + 2];
+    sp_str_t path = compared_path(c->snap, ref, pbuf, sizeof pbuf);
+    size_t cap = 64 + 2 * (size_t)path.len;
     char *key = malloc(cap);
     if (!key) {
         c->nomem = true;
@@ -117,8 +165,8 @@ static int count_ref(const sp_ref_t *ref, void *user)
     int k = snprintf(key, cap, "%d:%lld:%lld:", (int)ref->kind, (long long)ref->size,
                      (long long)(ref->kind == SP_REF_SEGMENT ? ref->segment_offset : 0));
     size_t o = (size_t)k;
-    for (uint32_t i = 0; i < ref->path.len; i++) {
-        uint8_t b = ref->path.ptr[i];
+    for (uint32_t i = 0; i < path.len; i++) {
+        uint8_t b = path.ptr[i];
         if (b == 0 || b == '\\') {
             key[o++] = '\\';
             key[o++] = b ? '\\' : '0';
@@ -307,8 +355,10 @@ sp_status_t sp_diff(const sp_snapshot_t *a, const sp_snapshot_t *b, sp_diff_resu
 
     /* references: a multiset each, compared */
     rc.side_b = false;
+    rc.snap = a;
     sp_meta_visit_refs(a->meta, count_ref, &rc);
     rc.side_b = true;
+    rc.snap = b;
     if (!rc.nomem)
         sp_meta_visit_refs(b->meta, count_ref, &rc);
     if (rc.nomem) {

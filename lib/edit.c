@@ -312,6 +312,43 @@ static sp_status_t io_fail(sp_error_t *err, const char *path, const char *what)
                         strerror(e));
 }
 
+/* The real path of p; for a p that does not exist (or whose last step is not to be
+ * followed), its parent's real path and its last name.  false when neither resolves. */
+static bool real_of(const char *p, bool follow_last, char *out)
+{
+    if (follow_last && realpath(p, out))
+        return true;
+    size_t n = strlen(p);
+    while (n > 1 && p[n - 1] == '/')
+        n--;
+    if (n >= PATH_MAX)
+        return false;
+    char tmp[PATH_MAX];
+    memcpy(tmp, p, n);
+    tmp[n] = '\0';
+    char *slash = strrchr(tmp, '/');
+    char rp[PATH_MAX];
+    if (!slash)
+        return realpath(".", rp) && snprintf(out, PATH_MAX, "%s/%s", strcmp(rp, "/") ? rp : "", tmp) < PATH_MAX;
+    if (slash == tmp) {
+        snprintf(out, PATH_MAX, "%s", tmp);
+        return true;
+    }
+    *slash = '\0';
+    if (!realpath(tmp, rp))
+        return false;
+    return snprintf(out, PATH_MAX, "%s/%s", strcmp(rp, "/") ? rp : "", slash + 1) < PATH_MAX;
+}
+
+/* a equals b or lies under it */
+static bool same_or_under(const char *a, const char *b)
+{
+    size_t n = strlen(b);
+    if (n == 1 && b[0] == '/')
+        return a[0] == '/';
+    return strncmp(a, b, n) == 0 && (a[n] == '\0' || a[n] == '/');
+}
+
 static sp_status_t encode_checked(const sp_metadata_t *m, uint8_t **bytes, size_t *len, sp_error_t *err)
 {
     sp_status_t s = sp_meta_encode(m, bytes, len, err);
@@ -357,6 +394,14 @@ static sp_status_t write_in_place(sp_snapshot_t *snap, const sp_edit_write_optio
     sp_status_t s = sp_record_read(snap->dir_key, &rs, err);
     if (s)
         return s;
+    /* the record sits beside the real directory: a link to the snapshot must not hide it */
+    char real[PATH_MAX];
+    if (!rs.restores_claim && realpath(snap->dir_key, real) && strcmp(real, snap->dir_key) != 0) {
+        sp_record_summary_t rr;
+        if ((s = sp_record_read(real, &rr, err)))
+            return s;
+        rs.restores_claim += rr.restores_claim;
+    }
     if (rs.restores_claim) {
         sp_error_set_file(err, snap->dir);
         return sp_error_set(err, SP_ERR_REFUSED, SP_NO_OFFSET, "",
@@ -437,6 +482,7 @@ typedef struct octx {
     place_t *v;
     uint32_t n, cap;
     strmap_t by_rel;
+    const char *real_dir;  /* realpath of the original directory (local), NULL otherwise */
     uint64_t external;
     sp_status_t status;
     sp_error_t *err;
@@ -490,16 +536,19 @@ static int plan_ref(const sp_ref_t *ref, void *user)
             goto nomem;
         return 0;
     }
-    /* absolute: inside the original directory (local snapshots) it moves with the copy */
-    size_t dl = strlen(snap->dir_key);
-    if (snap->store != snap->local || !sp_snapshot_local_path(snap, ref, key, sizeof key) ||
-        strncmp(key, snap->dir_key, dl) != 0 || key[dl] != '/' || !ref->handle) {
+    /* absolute: inside the original directory (local snapshots) it moves with the copy; compared
+     * resolved (the directory part of the reference and the snapshot directory, through links) */
+    char real[PATH_MAX];
+    size_t dl = c->real_dir ? strlen(c->real_dir) : 0;
+    if (snap->store != snap->local || !c->real_dir || !sp_snapshot_local_path(snap, ref, key, sizeof key) ||
+        !ref->handle || !real_of(key, ref->kind == SP_REF_DIRECTORY, real) || !same_or_under(real, c->real_dir) ||
+        strlen(real) <= dl + (dl > 1)) {
         if (ref->kind != SP_REF_DIRECTORY)
             c->external++;
         return 0;
     }
-    const char *rel = key + dl + 1;
-    if (!add_place(c, snap->local, key, rel, ref->kind == SP_REF_ABSOLUTE ? ref->size : -1,
+    const char *rel = real + dl + (dl > 1);
+    if (!add_place(c, snap->local, real, rel, ref->kind == SP_REF_ABSOLUTE ? ref->size : -1,
                    ref->kind == SP_REF_DIRECTORY))
         goto nomem;
     /* the stored form keeps its scheme prefix ("file:", "file://") */
@@ -693,23 +742,37 @@ static sp_status_t write_output(sp_snapshot_t *snap, const sp_edit_write_options
     if (!dst)
         return sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
     struct stat st;
-    size_t dl = strlen(snap->dir_key);
     if (lstat(dst, &st) == 0) {
         sp_error_set_file(err, dst);
         free(dst);
         return sp_error_set(err, SP_ERR_REFUSED, SP_NO_OFFSET, "",
                             "already exists; the edited snapshot goes to a new directory");
     }
-    if (snap->store == snap->local && (strcmp(dst, snap->dir_key) == 0 ||
-                                       (strncmp(dst, snap->dir_key, dl) == 0 && dst[dl] == '/'))) {
+    /* compared resolved: the snapshot or the output may be reached through a link */
+    char *real_dir = snap->store == snap->local ? realpath(snap->dir_key, NULL) : NULL;
+    char real_dst[PATH_MAX];
+    size_t dl = strlen(snap->dir_key);
+    if (snap->store == snap->local &&
+        ((strcmp(dst, snap->dir_key) == 0 || (strncmp(dst, snap->dir_key, dl) == 0 && dst[dl] == '/')) ||
+         (real_dir && real_of(dst, false, real_dst) && same_or_under(real_dst, real_dir)))) {
         sp_error_set_file(err, dst);
         free(dst);
+        free(real_dir);
         return sp_error_set(err, SP_ERR_REFUSED, SP_NO_OFFSET, "", "the output lies inside the original snapshot");
+    }
+    /* the edited metadata's references must hold before anything is created (a retry must not meet
+     * a half-made output) */
+    if ((s = verify_problems(snap, "the edited snapshot would not verify; nothing was written", SP_ERR_REFUSED,
+                             err))) {
+        free(dst);
+        free(real_dir);
+        return s;
     }
     size_t tl = strlen(dst) + 32;
     char *tmp = malloc(tl);
     if (!tmp) {
         free(dst);
+        free(real_dir);
         return sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
     }
     snprintf(tmp, tl, "%s.sp-tmp-%ld-XXXXXX", dst, (long)getpid());
@@ -717,10 +780,12 @@ static sp_status_t write_output(sp_snapshot_t *snap, const sp_edit_write_options
         s = io_fail(err, tmp, "cannot create the new snapshot directory");
         free(tmp);
         free(dst);
+        free(real_dir);
         return s;
     }
     octx_t c;
     memset(&c, 0, sizeof c);
+    c.real_dir = real_dir;
     c.snap = snap;
     c.dst = dst;
     c.err = err;
@@ -802,6 +867,7 @@ static sp_status_t write_output(sp_snapshot_t *snap, const sp_edit_write_options
     strmap_free(&c.by_rel);
     free(tmp);
     free(dst);
+    free(real_dir);
     return s;
 }
 

@@ -23,6 +23,7 @@ struct sp_flink {
     char *base;          /* with credentials, no trailing '/' */
     char *display;       /* without credentials */
     sp_flink_options_t o;
+    int64_t deadline;    /* mono_ms() bound of total_timeout_ms, INT64_MAX when none */
     bool have_version;
     sp_flink_version_t version;
 };
@@ -95,6 +96,7 @@ sp_status_t sp_flink_open(const char *base_url, const sp_flink_options_t *opts, 
         fl->o.max_attempts = 8;
     if (fl->o.retry_delay_ms <= 0)
         fl->o.retry_delay_ms = 250;
+    fl->deadline = fl->o.total_timeout_ms > 0 ? mono_ms() + fl->o.total_timeout_ms : INT64_MAX;
     size_t n = strlen(base_url);
     while (n > 0 && base_url[n - 1] == '/')
         n--;
@@ -220,7 +222,11 @@ static sp_status_t http(sp_flink_t *fl, const char *method, const char *path, co
             curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
             curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
         } else {
-            curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, fl->o.request_timeout_ms);
+            long tmo = fl->o.request_timeout_ms;
+            int64_t left = fl->deadline - mono_ms();
+            if (left < tmo)
+                tmo = left < 1000 ? 1000 : (long)left;
+            curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, tmo);
             if (body) {
                 curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
                 curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
@@ -250,10 +256,18 @@ static sp_status_t http(sp_flink_t *fl, const char *method, const char *path, co
         bool again = false;
         if (cc != CURLE_OK)
             again = retry == RETRY_SAFE ? transient(cc) : not_sent(cc);
+        if (cc == CURLE_OPERATION_TIMEDOUT)
+            again = false; /* a server that accepts and never answers: do not multiply the wait */
         else if (status == 503)
             again = true; /* leader election (section 1): nothing was done */
-        if (!again || attempt >= fl->o.max_attempts) {
-            if (cc != CURLE_OK)
+        bool out_of_time = mono_ms() + delay >= fl->deadline;
+        if (!again || attempt >= fl->o.max_attempts || out_of_time) {
+            if (cc == CURLE_OPERATION_TIMEDOUT)
+                s = sp_error_set(err, SP_ERR_REST, SP_NO_OFFSET, "",
+                                 "%s %s%s: no answer from the cluster in time (%s)%s: is the address that of a Flink "
+                                 "JobManager's REST endpoint, and is it responsive?", method, fl->display, path, what,
+                                 attempt > 1 ? ", after retries" : "");
+            else if (cc != CURLE_OK)
                 s = sp_error_set(err, SP_ERR_REST, SP_NO_OFFSET, "", "%s %s%s: %s%s", method, fl->display, path, what,
                                  attempt > 1 ? " (after retries)" : "");
             break;
@@ -1192,6 +1206,18 @@ void sp_flink_record_query(void *user, sp_record_query_t *q)
     bool rel;
     int64_t ck;
     sp_status_t s = sp_flink_released(fl, q->restore->job_id, q->restore->snapshot_checkpoint_id, &rel, &ck, &e);
+    char st[24] = "";
+    if (s == SP_ERR_NOT_FOUND) {
+        q->released = SP_RELEASE_JOB_UNKNOWN;
+        snprintf(q->why, sizeof q->why, "%.250s", e.message);
+        return;
+    }
+    if ((s || !rel) && sp_flink_job_state(fl, q->restore->job_id, st, NULL) == SP_OK && final_state(st)) {
+        q->released = SP_RELEASE_JOB_OVER;
+        q->checkpoint_id = s ? -1 : ck;
+        snprintf(q->why, sizeof q->why, "asked %.200s: job is %s", fl->display, st);
+        return;
+    }
     if (s) {
         q->released = SP_RELEASE_UNKNOWN;
         snprintf(q->why, sizeof q->why, "%.250s", e.message);

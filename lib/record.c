@@ -565,11 +565,35 @@ sp_status_t sp_record_check_delete_ex(const char *dir, const sp_record_check_opt
     if (s || !r.exists)
         return s;
     sp_error_set_file(err, dir);
-    if (r.summary.restores_claim) {
+    for (uint32_t i = 0; r.summary.restores_claim && i < r.n_restores; i++) {
+        const sp_record_restore_t *rs = &r.restores[i];
+        if (strcmp(rs->claim_mode, "CLAIM") != 0)
+            continue;
+        sp_record_query_t q;
+        memset(&q, 0, sizeof q);
+        q.restore = rs;
+        q.released = SP_RELEASE_UNKNOWN;
+        q.checkpoint_id = -1;
+        if (opts->query)
+            opts->query(opts->query_user, &q);
+        if (q.released == SP_RELEASE_JOB_UNKNOWN) {
+            if (opts->force) {
+                warn_add(opts, "job %s (CLAIM restore) is unknown to the cluster%s%s%s; deleting (--force)", rs->job_id,
+                         q.why[0] ? " (" : "", q.why, q.why[0] ? ")" : "");
+                continue;
+            }
+            s = sp_error_set(err, SP_ERR_REFUSED, SP_NO_OFFSET, "",
+                             "job %s was restored from this snapshot in CLAIM mode, but the cluster it was recorded on "
+                             "does not know it (%.200s): if the job never ran (its submission failed), --force is safe; "
+                             "if it ran, Flink owned the snapshot and may have deleted parts of it (record %s%s)",
+                             rs->job_id, q.why, dir, SP_RECORD_SUFFIX);
+        } else {
+            s = sp_error_set(err, SP_ERR_REFUSED, SP_NO_OFFSET, "",
+                             "a job was restored from this snapshot in CLAIM mode: Flink owns it now and deletes it "
+                             "itself (its record is %s%s)", dir, SP_RECORD_SUFFIX);
+        }
         sp_record_free(&r);
-        return sp_error_set(err, SP_ERR_REFUSED, SP_NO_OFFSET, "",
-                            "a job was restored from this snapshot in CLAIM mode: Flink owns it now and deletes it "
-                            "itself (its record is %s%s)", dir, SP_RECORD_SUFFIX);
+        return s;
     }
     if (r.summary.pins) {
         if (!opts->force) {
@@ -599,6 +623,11 @@ sp_status_t sp_record_check_delete_ex(const char *dir, const sp_record_check_opt
         if (noclaim) {
             if (q.released == SP_RELEASE_RELEASED)
                 continue;
+            if (q.released == SP_RELEASE_JOB_OVER || q.released == SP_RELEASE_JOB_UNKNOWN) {
+                warn_add(opts, "job %s (NO_CLAIM restore) %s: it no longer needs this snapshot", rs->job_id,
+                         q.released == SP_RELEASE_JOB_OVER ? "is over" : "is unknown to its cluster");
+                continue;
+            }
             const char *why = q.released == SP_RELEASE_NOT_YET
                                   ? "it has not completed a checkpoint after the restore yet"
                                   : "whether it completed a checkpoint since cannot be checked";

@@ -12,6 +12,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <unistd.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -306,7 +308,8 @@ static bool only_stale_temps(const char *dir)
     bool only = true;
     struct dirent *e;
     while (only && (e = readdir(d)))
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 && !stale_temp(e->d_name))
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 && !stale_temp(e->d_name) &&
+            strcmp(e->d_name, ".sp-relocate.lock") != 0) /* a live owner is refused by take_lock() */
             only = false;
     closedir(d);
     return only;
@@ -393,6 +396,11 @@ sp_status_t sp_relocate_plan(sp_snapshot_t *snap, const char *dst, const sp_relo
 
     /* --move deletes the source: its ownership record must allow that (checked before anything is copied or
      * renamed) */
+    if (opts && opts->move && snap->store != snap->local && snap->dir_key[0] &&
+        strcmp(snap->store->ops->name, "archive") == 0)
+        return sp_error_set(err, SP_ERR_REFUSED, SP_NO_OFFSET, "",
+                            "--move of a folder inside an archive would delete the whole archive; relocate without "
+                            "--move, then dispose of the archive when nothing else in it is needed");
     if (opts && opts->move) {
         char warning[1024] = "";
         sp_record_check_options_t ro = {.force = opts->force, .query = opts->record_query,
@@ -723,8 +731,13 @@ static sp_status_t copy_one(job_t *j, uint32_t i, sp_error_t *err, bool *skipped
             s = sp_error_set(err, SP_ERR_IO, SP_NO_OFFSET, "", "the copy has %lld bytes, expected %lld",
                              (long long)st.size, (long long)f->size);
         }
-        if (!s && j->opts->checksum)
+        if (!s && j->opts->checksum) {
             s = same_content(src, f->src_key, j->dst, dkey, err);
+            /* a copy that differs must not stay under its final name, or a later
+             * run would take it as complete */
+            if (s)
+                j->dst->ops->remove(j->dst, dkey, NULL);
+        }
     }
     free(dkey);
     return s;
@@ -942,6 +955,61 @@ static sp_status_t finish_move(sp_snapshot_t *snap, sp_relocate_result_t *res, s
     return s;
 }
 
+/* One relocation at a time into a local directory: two runs that both saw the
+ * destination missing must not both write into it (the loser would mix its
+ * files and _metadata with the winner's).  The lock names the owner's pid; a
+ * lock whose process is gone is taken over. */
+static sp_status_t take_lock(const char *dir, char **out, sp_error_t *err)
+{
+    *out = NULL;
+    char *path = join_key(dir, ".sp-relocate.lock");
+    if (!path || mkdir(dir, 0755) != 0) {
+        if (path && errno != EEXIST) {
+            sp_error_set_file(err, dir);
+            free(path);
+            return sp_error_set(err, SP_ERR_IO, SP_NO_OFFSET, "", "cannot create the destination: %s", strerror(errno));
+        }
+    }
+    for (int attempt = 0; path && attempt < 2; attempt++) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd >= 0) {
+            char pid[32];
+            int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+            if (write(fd, pid, (size_t)n) != n) { /* the lock still holds without its pid */ }
+            close(fd);
+            *out = path;
+            return SP_OK;
+        }
+        if (errno != EEXIST)
+            break;
+        long owner = 0;
+        FILE *f = fopen(path, "r");
+        if (f) {
+            if (fscanf(f, "%ld", &owner) != 1)
+                owner = 0;
+            fclose(f);
+        }
+        if (owner > 0 && owner != (long)getpid() && (kill((pid_t)owner, 0) == 0 || errno == EPERM)) {
+            sp_error_set_file(err, dir);
+            free(path);
+            return sp_error_set(err, SP_ERR_REFUSED, SP_NO_OFFSET, "",
+                                "another sp relocate (pid %ld) is writing into this destination", owner);
+        }
+        unlink(path); /* left by a process that is gone */
+    }
+    sp_error_set_file(err, path ? path : dir);
+    free(path);
+    return sp_error_set(err, SP_ERR_IO, SP_NO_OFFSET, "", "cannot lock the destination: %s", strerror(errno));
+}
+
+static void release_lock(char *path)
+{
+    if (path) {
+        unlink(path);
+        free(path);
+    }
+}
+
 sp_status_t sp_relocate_run(sp_snapshot_t *snap, sp_relocate_plan_t *plan, const sp_relocate_options_t *opts,
                             sp_relocate_result_t *res, sp_error_t *err)
 {
@@ -1046,11 +1114,15 @@ sp_status_t sp_relocate_run(sp_snapshot_t *snap, sp_relocate_plan_t *plan, const
     j.dst_dir = dst_dir;
     pthread_mutex_init(&j.lock, NULL);
 
+    char *lock = NULL;
     if (plan->archive) {
         /* an archive becomes visible only when finished: metadata first, so readers find it in one pass */
         s = sp_store_write_all(dst, mkey, bytes, len, err);
     } else {
-        s = write_journal(dst, dst_dir, snap, plan, err);
+        if (pv->dst.kind == SP_LOC_LOCAL)
+            s = take_lock(dst_dir, &lock, err);
+        if (!s)
+            s = write_journal(dst, dst_dir, snap, plan, err);
     }
     if (!s)
         s = snap->store->ops->scan && snap->store != snap->local ? copy_from_scan(&j, err) : copy_parallel(&j, err);
@@ -1081,6 +1153,7 @@ sp_status_t sp_relocate_run(sp_snapshot_t *snap, sp_relocate_plan_t *plan, const
         s = dst->ops->remove(dst, jkey, err);
         free(jkey);
     }
+    release_lock(lock);
     sp_store_close(dst);
     if (!s)
         res->metadata_location = plan->archive ? xstrdup(plan->dst_display) : join_key(pv->dst_loc, "_metadata");

@@ -44,6 +44,8 @@ typedef struct sp_flink_options {
     long request_timeout_ms;  /* per request (not uploads); default 60000 */
     int max_attempts;         /* tries of one request on 503 / a dropped connection; default 8 */
     long retry_delay_ms;      /* first backoff delay, doubled up to 4 s; default 250 */
+    long total_timeout_ms;    /* bound on every request and retry from sp_flink_open() on; 0: none.  A request
+                                 near the end still gets at least 1 s, so a wait loop can report its own timeout */
     /* optional: one line per HTTP exchange ("POST http://h:8081/jobs/../savepoints {..} -> 202 (12 ms)") */
     void (*trace)(void *user, const char *line);
     void *trace_user;

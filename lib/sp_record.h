@@ -151,7 +151,9 @@ sp_status_t sp_record_mark_released(const char *dir, const char *job_id, int64_t
 typedef enum sp_record_release {
     SP_RELEASE_UNKNOWN = 0,    /* cannot tell (no cluster, unreachable, job unknown to it) */
     SP_RELEASE_NOT_YET,        /* the job has not completed a later checkpoint */
-    SP_RELEASE_RELEASED        /* it has: the snapshot is no longer needed by it */
+    SP_RELEASE_RELEASED,       /* it has: the snapshot is no longer needed by it */
+    SP_RELEASE_JOB_OVER,       /* the job is CANCELED/FAILED/FINISHED without a later checkpoint: it is over */
+    SP_RELEASE_JOB_UNKNOWN     /* the recorded cluster answered 404: it does not know (any more) the job */
 } sp_record_release_t;
 
 /** A question about one restore, answered by a query callback (e.g. sp_flink_record_query). */
@@ -167,7 +169,8 @@ typedef void (*sp_record_query_fn)(void *user, sp_record_query_t *q);
 
 /** Options of sp_record_check_delete_ex(). */
 typedef struct sp_record_check_options {
-    bool force;                  /* override pins, NO_CLAIM and LEGACY refusals (never CLAIM) */
+    bool force;                  /* override pins, NO_CLAIM and LEGACY refusals; CLAIM only when the
+                                    cluster reports the job unknown (SP_RELEASE_JOB_UNKNOWN) */
     sp_record_query_fn query;    /* optional: asks the cluster about restores */
     void *query_user;
     char *warning;               /* optional out: what force overrode ("" when nothing) */

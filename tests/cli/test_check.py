@@ -110,6 +110,68 @@ os.makedirs(badmeta)
 write(os.path.join(badmeta, "_metadata"), "not a metadata file")
 rc, js, err = sp_json("check", badmeta, "--uid", "a", "--json")
 ok(rc == 3 and js and js["error"]["exit_code"] == 3, "malformed snapshot: exit 3, JSON error object", err)
+for opt in ("-p", "--max-parallelism"):
+    rc, _, err = sp("check", sav, "--uid", "a", opt, "-1")
+    ok(rc == 2 and "1 to 32768" in err, "%s -1: usage error, exit 2" % opt, err)
+rc, js, err = sp_json("check", sav, "--uid", "a", "-p", "-1", "--json")
+ok(rc == 2 and js and js["error"]["exit_code"] == 2, "--json usage error: the JSON error object", err)
+rc, js, err = sp_json("check", sav, "--json")
+ok(rc == 2 and js and js["error"]["exit_code"] == 2, "--json without a job description: the JSON error object", err)
+jtrail = write(os.path.join(tmp, "trail.json"), '{"operators": [{"uid": "source-uid"}]} trailing')
+rc, _, err = sp("check", sav, "--job", jtrail)
+ok(rc == 2 and "after the JSON" in err, "--job with text after the JSON: exit 2", err)
+# a UTF-8 byte order mark is not part of the first uid
+bomf = os.path.join(tmp, "bom-uids.txt")
+with open(bomf, "wb") as f:
+    f.write(b"\xef\xbb\xbf" + "\n".join(UIDS).encode() + b"\n")
+rc, js, err = sp_json("check", sav, "--uids-file", bomf, "--json")
+ok(rc == 0 and js and js["summary"]["restored"] + js["summary"]["skipped"] == 4 and js["summary"]["new"] == 0,
+   "--uids-file with a BOM: the first uid matches", (rc, err))
+bomj = os.path.join(tmp, "bom-job.json")
+with open(bomj, "wb") as f:
+    f.write(b"\xef\xbb\xbf" + json.dumps({"operators": [{"uid": u} for u in UIDS]}).encode())
+rc, js, err = sp_json("check", sav, "--job", bomj, "--json")
+ok(rc == 0 and js and js["summary"]["new"] == 0, "--job with a BOM: parsed", (rc, err))
+# parallelism not known: not checked, and said so
+rc, out, err = sp("check", sav, *sum([["--uid", u] for u in UIDS], []))
+ok(rc == 0 and "2 -> ?" in out and "parallelism not checked for 4 operators" in out
+   and "OK:" in out and "not checked" in out.strip().splitlines()[-1],
+   "--uid without -p: 'saved -> ?', a warning, and the OK line says so", out)
+ok("sp verify" in out.strip().splitlines()[-1], "the OK line says the files were not checked (sp verify)", out)
+rc, js, err = sp_json("check", sav, "--json", *sum([["--uid", u] for u in UIDS], []))
+ok(rc == 0 and js and js["parallelism_unchecked"] == 4, "--json: parallelism_unchecked", err)
+rc, js, err = sp_json("check", sav, "--json", "-p", "2", *sum([["--uid", u] for u in UIDS], []))
+ok(rc == 0 and js and js["parallelism_unchecked"] == 0, "-p given: every parallelism checked", err)
+# --verify: the files too
+vsav = gen(os.path.join(tmp, "vsav"), "--parallelism", "2")
+rc, out, err = sp("check", vsav, "--verify", "-p", "2", *sum([["--uid", u] for u in UIDS], []))
+ok(rc == 0 and "OK:" in out and "sp verify" not in out.strip().splitlines()[-1], "--verify on a good snapshot: OK",
+   out + err)
+victims = [os.path.join(r, f) for r, _, fs in os.walk(vsav) for f in fs if f != "_metadata"]
+if victims:
+    os.unlink(victims[0])
+    rc, out, err = sp("check", vsav, "-p", "2", *sum([["--uid", u] for u in UIDS], []))
+    ok(rc == 0 and "sp verify" in out, "a state file missing, without --verify: OK, metadata only said", out)
+    rc, out, err = sp("check", vsav, "--verify", "-p", "2", *sum([["--uid", u] for u in UIDS], []))
+    ok(rc == 1 and "FAIL  sp verify" in out and "NOT OK" in out, "... with --verify: exit 1, the problem named", out)
+    rc, js, err = sp_json("check", vsav, "--verify", "--json", "-p", "2", *sum([["--uid", u] for u in UIDS], []))
+    ok(rc == 1 and js and not js["ok"] and js["verify_problems"] >= 1, "... and in JSON", err)
+else:
+    skip("--verify with a missing file", "the fixture has no state files")
+# stored uids with control characters or long multi-byte text never reach the terminal raw or split
+odd = os.path.join(tmp, "odd-uids")
+rc1, _, e1 = sp("metadata", "edit", sav, "-o", odd + "-1", "--set-uid", "uid:sink-uid=bad\x1b[31muid")
+rc2, _, e2 = sp("metadata", "edit", odd + "-1", "-o", odd, "--set-uid", "uid:window-uid=" + "\u00e9" * 60)
+if rc1 or rc2:
+    skip("uids with control characters / long multi-byte uids", (e1 + e2)[:200])
+else:
+    rc, out, err = sp("check", odd, "--uid", "x")
+    ok("\x1b" not in out and "\\x1B" in out, "a control character in a stored uid is escaped", out)
+    try:
+        out.encode("utf-8")
+        ok("\u2026" in out, "a long multi-byte uid is cut at a character boundary, with an ellipsis", out)
+    except UnicodeError:
+        ok(False, "a long multi-byte uid is cut at a character boundary", out)
 rc, _, err = sp("diff", sav)
 ok(rc == 2, "diff with one snapshot: exit 2", err)
 rc, _, err = sp("metadata", "edit", sav, "--drop-operator", "uid:window-uid")
@@ -305,6 +367,69 @@ rc, js, err = sp_json("metadata", "edit", ck, "-o", os.path.join(tmp, "ck-edit")
                       "uid:window-uid=window-v2", "--json")
 ok(rc == 0 and js and js["external_references"] > 0, "checkpoint: --output keeps shared/ references (external)", err)
 ok(sp("verify", os.path.join(tmp, "ck-edit"))[0] == 0, "... and the edited checkpoint verifies")
+# paths are compared resolved (through symbolic links)
+def tree_of(d):
+    r = {}
+    for root, dirs, files in os.walk(d):
+        for f in files:
+            q = os.path.join(root, f)
+            with open(q, "rb") as fh:
+                r[os.path.relpath(q, d)] = fh.read()
+    return r
+
+
+cl = os.path.join(tmp, "cl")
+os.makedirs(cl)
+cs = gen(os.path.join(cl, "s"))
+with open(cs + ".sp-record.json", "w") as f:
+    json.dump({"schema_version": 1, "snapshot": "s", "pins": [],
+               "restores": [{"job_id": "ab" * 16, "claim_mode": "CLAIM", "time_ms": 1700000000000}]}, f)
+os.symlink("s", os.path.join(cl, "alias"))
+before = tree_of(cs)
+rc, _, err = sp("metadata", "edit", os.path.join(cl, "alias"), "--in-place", "--drop-operator", "uid:sink-uid")
+ok(rc == 6 and "CLAIM" in err and tree_of(cs) == before,
+   "--in-place through a link to a CLAIM-restored snapshot: refused, exit 6, nothing changed", (rc, err))
+w11 = gen(os.path.join(tmp, "w11"))
+os.symlink(w11, os.path.join(tmp, "w11l"))
+rc, _, err = sp("metadata", "edit", os.path.join(tmp, "w11l"), "-o", os.path.join(w11, "inner"),
+                "--drop-operator", "uid:sink-uid")
+ok(rc == 6 and "inside" in err and not os.path.exists(os.path.join(w11, "inner")),
+   "--output inside the snapshot, the snapshot given through a link: refused", (rc, err))
+rc, _, err = sp("metadata", "edit", w11, "-o", os.path.join(tmp, "w11l", "inner"), "--drop-operator", "uid:sink-uid")
+ok(rc == 6 and "inside" in err and not os.path.exists(os.path.join(w11, "inner")),
+   "--output inside the snapshot, the output given through a link: refused", (rc, err))
+wabs = gen(os.path.join(tmp, "w-abs2"), "--absolute", "--version", "4")
+os.symlink(wabs, os.path.join(tmp, "abslink"))
+for name, src in (("link", os.path.join(tmp, "abslink")), ("real", wabs)):
+    dst = os.path.join(tmp, "abs-out-" + name)
+    rc, js, err = sp_json("metadata", "edit", src, "-o", dst, "--drop-operator", "uid:sink-uid", "--json")
+    _, ins, _ = sp_json("inspect", "--json", dst)
+    f = js["files"] if js else {}
+    ok(rc == 0 and js and f["reflinked"] + f["hard_linked"] + f["copied"] > 0 and js["external_references"] == 0
+       and ins and all(r["path"].startswith("file:" + dst + "/") for r in ins["references"]),
+       "absolute references, snapshot given by its %s path: placed in the output, none into the original" % name,
+       (rc, js, err))
+os.makedirs(os.path.join(tmp, "w-abs3-real"))
+os.symlink(os.path.join(tmp, "w-abs3-real"), os.path.join(tmp, "w-abs3"))
+gen(os.path.join(tmp, "w-abs3", "s"), "--absolute", "--version", "4")
+wabs3 = os.path.join(tmp, "w-abs3-real", "s")
+dst = os.path.join(tmp, "abs-out-named-link")
+rc, js, err = sp_json("metadata", "edit", wabs3, "-o", dst, "--drop-operator", "uid:sink-uid", "--json")
+ok(rc == 0 and js and js["external_references"] == 0,
+   "the metadata names a linked path, the real one given: references recognised as inside", (rc, js, err))
+# sp diff compares references relative to their snapshot directory
+rc, js, err = sp_json("diff", wabs, os.path.join(tmp, "abs-out-real"), "--json")
+ok(rc == 1 and js and js["summary"]["same"] == 3 and js["summary"]["removed"] == 1 and js["summary"]["changed"] == 0
+   and js["summary"]["references_only_in_b"] == 0,
+   "diff after --drop-operator of a snapshot with absolute references: only that operator differs",
+   js and js["summary"])
+# a prefix rewrite that points nowhere: refused before the output is created, a retry is not blocked
+dst = os.path.join(tmp, "rp-nowhere")
+rc, _, err = sp("metadata", "edit", wabs, "-o", dst, "--rewrite-prefix", "file:%s=file:/nowhere/x" % wabs)
+ok(rc == 6 and not os.path.exists(dst) and not [e for e in os.listdir(tmp) if e.startswith("rp-nowhere")],
+   "--output --rewrite-prefix to nowhere: exit 6, nothing written", (rc, err))
+rc, _, err = sp("metadata", "edit", wabs, "-o", dst, "--drop-operator", "uid:sink-uid")
+ok(rc == 0, "... and a corrected retry to the same output succeeds", err)
 # from an archive
 arc = os.path.join(tmp, "sav.tar")
 rc, _, err = sp("relocate", sav, arc)
@@ -316,6 +441,15 @@ if rc == 0:
 else:
     skip("edit of an archive into a directory", "sp relocate to an archive failed: " + err[:100])
     skip("--in-place on an archive", "no archive")
+
+# the suggested command is shell-quoted
+qdir = os.path.join(tmp, "it's here")
+shutil.copytree(sav, qdir, symlinks=True)
+rc, out, err = sp("check", qdir, "--uid", "source-uid", "--uid", "keyed-process-uid-v2", "--uid", "window-uid",
+                  "--uid", "sink-uid")
+hl = [l for l in out.splitlines() if l.startswith("hint") and "sp metadata edit" in l]
+ok(rc == 1 and hl and ("sp metadata edit '%s'" % qdir.replace("'", "'\\''")) in hl[0],
+   "the hint's sp metadata edit command is shell-quoted", out)
 
 # ---- 4. the shared corpus -------------------------------------------------------
 flink = os.path.join(CORPUS, "flink")

@@ -76,6 +76,7 @@ FAULTS = {
     "savepoint_failure": None,        # {"class": ..., "message": ...}: operations fail with it
     "complete_without_location": False,
     "location_without_metadata": False,
+    "location_override": None,        # a location string reported as COMPLETED instead (hdfs://..., nothing written)
     "expire_results": False,          # status answers 404 as after rest.async.store-duration
     "unavailable": 0,                 # the next N requests get 503 (leader election)
     "unavailable_post": 0,            # the next N POST requests get 503
@@ -249,6 +250,10 @@ class Flink:
                 "org.apache.flink.runtime.messages.FlinkJobNotFoundException: Could not find Flink job (%s)" % op["jid"])}
         if self.faults["complete_without_location"]:
             return {}
+        if self.faults["location_override"]:
+            if op["stop"]:
+                j["state"] = "FINISHED"
+            return {"location": self.faults["location_override"]}
         target = re.sub(r"^file:(//)?", "", op["target"])
         path = os.path.join(target, "savepoint-%s-%s" % (op["jid"][:6], "%012x" % random.getrandbits(48)))
         if self.faults["location_without_metadata"]:

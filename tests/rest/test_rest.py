@@ -287,6 +287,18 @@ try:
         S.faults(location_without_metadata=True)
         rc, out, err = sp("trigger", job, out_dir, *url)
         ok(rc == 4 and "_metadata cannot be read" in err, "%s: a location without _metadata is an error" % v, (rc, err))
+        for loc in ("hdfs://namenode:8020/flink/savepoints/savepoint-abc123-0123456789ab",
+                    "file:/nonexistent-on-this-machine/savepoints/savepoint-abc123-0123456789ab"):
+            S.reset()
+            S.faults(location_override=loc)
+            rc, out, err = sp("trigger", job, out_dir, *url)
+            ok(rc == 0 and out.strip() == loc and "warning" in err and "could not be checked" in err and
+               "no ownership record" in err, "%s: COMPLETED at an unreadable location (%s): exit 0, location, warning" %
+               (v, loc.split(":")[0]), (rc, out, err))
+            rc, out, err = sp("trigger", job, out_dir, "--detached", *url)
+            rc, out2, err = sp("status", job, out.strip(), "--wait", *url)
+            ok(rc == 0 and out2.strip() == loc and "no ownership record" in err,
+               "%s: sp status of an unreadable location: exit 0 and a warning" % v, (rc, out2, err))
         S.reset()
         S.faults(stop_failure_after_savepoint=True)
         rc, out, err = sp("stop", S.job(), out_dir, *url)

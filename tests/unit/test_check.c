@@ -444,6 +444,22 @@ static void test_job_parsing(void)
                strcmp(job.operators[1].uid, "map") == 0,
            "uids file: comments, blanks, spaces, CRLF, duplicates merged");
     sp_job_free(&job);
+    const char *bom_uids = "\xef\xbb\xbfsource\nmap\n";
+    sp_job_init(&job);
+    tap_ok(sp_job_parse_uids(&job, bom_uids, strlen(bom_uids), "uids.txt", &err) == SP_OK && job.n_operators == 2 &&
+               strcmp(job.operators[0].uid, "source") == 0,
+           "uids file: a leading UTF-8 BOM is not part of the first uid");
+    sp_job_free(&job);
+    const char *bom_json = "\xef\xbb\xbf{\"operators\": [{\"uid\": \"a\"}]}\n";
+    sp_job_init(&job);
+    tap_ok(sp_job_parse_json(&job, bom_json, strlen(bom_json), "job.json", &err) == SP_OK && job.n_operators == 1,
+           "job JSON: a leading UTF-8 BOM is skipped");
+    sp_job_free(&job);
+    const char *trail = "{\"operators\": [{\"uid\": \"a\"}]} {\"x\": 1}";
+    sp_job_init(&job);
+    tap_ok(sp_job_parse_json(&job, trail, strlen(trail), "job.json", &err) == SP_ERR_INVALID,
+           "job JSON: text after the JSON value is an error");
+    sp_job_free(&job);
 
     const char *bad[] = {
         "{\"operators\": [{\"uid\": \"a\", \"paralelism\": 2}]}",
