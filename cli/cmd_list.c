@@ -82,7 +82,7 @@ void catalog_entry_json(jw_t *w, const sp_catalog_entry_t *e)
     } else {
         jw_obj(w);
         jw_key(w, "code");
-        if (e->error.code) jw_str(w, sp_status_name(e->error.code)); else jw_null(w);
+        if (e->error.code) jw_str(w, sp_status_token(e->error.code)); else jw_null(w);
         jw_key(w, "message");
         jw_str(w, e->error.message);
         jw_key(w, "file");
@@ -121,7 +121,7 @@ static const char *const headers[COLS] = {"LOCATION", "JOB", "KIND", "FORMAT", "
                                            "MODIFIED", "STATE"};
 static const bool right[COLS] = {false, false, false, false, true, true, true, false, false};
 
-static void row_cells(const sp_catalog_entry_t *e, char cells[COLS][96])
+static void row_cells(const sp_catalog_entry_t *e, char cells[COLS][4096])
 {
     snprintf(cells[0], 96, "%s", e->path);
     snprintf(cells[1], 96, "%s", e->job[0] ? e->job : "-");
@@ -145,7 +145,7 @@ static void print_table(const sp_catalog_t *cat)
     size_t width[COLS];
     for (int c = 0; c < COLS; c++)
         width[c] = strlen(headers[c]);
-    char cells[COLS][96];
+    char cells[COLS][4096];
     for (uint32_t i = 0; i < cat->n; i++) {
         row_cells(&cat->entries[i], cells);
         for (int c = 0; c < COLS; c++)

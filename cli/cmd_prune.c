@@ -169,7 +169,7 @@ static void print_json(const sp_catalog_t *cat, const sp_prune_plan_t *plan, con
         if (d->outcome == SP_PRUNE_FAILED) {
             jw_obj(&w);
             jw_key(&w, "code");
-            jw_str(&w, sp_status_name(d->error.code));
+            jw_str(&w, sp_status_token(d->error.code));
             jw_key(&w, "exit_code");
             jw_int(&w, exit_code_for(d->error.code));
             jw_key(&w, "message");

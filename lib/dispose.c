@@ -264,6 +264,12 @@ static sp_status_t check_paths(const char *dir, const list_t *del, sp_error_t *e
         } else {
             snprintf(parent, sizeof parent, "%s", dir); /* the directory itself, removed last */
         }
+        struct stat ks;
+        if (key && lstat(key, &ks) == 0 && S_ISDIR(ks.st_mode)) {
+            sp_error_set_file(err, key);
+            return sp_error_set(err, SP_ERR_REFUSED, SP_NO_OFFSET, "",
+                                "the metadata references a file here but this is a directory; nothing was deleted");
+        }
         if (i > 0 && i < del->n && strcmp(parent, dir) == 0)
             continue; /* checked once */
         if (!realpath(parent, real)) {

@@ -367,6 +367,25 @@ sp_status_t sp_relocate_plan(sp_snapshot_t *snap, const char *dst, const sp_relo
     sp_status_t s = sp_location_parse(dst, &pv->dst, err);
     if (s)
         return s;
+    if (pv->dst.kind == SP_LOC_LOCAL) {
+        /* a destination under a symlinked directory (/flink/archive -> /mnt/..) is
+         * written at its real place, so renames and deletes never pass a link */
+        char *slash = strrchr(pv->dst.key, '/');
+        char real[PATH_MAX];
+        if (slash && slash != pv->dst.key) {
+            *slash = '\0';
+            bool ok = realpath(pv->dst.key, real) != NULL;
+            *slash = '/';
+            if (ok && strlen(real) + strlen(slash) < sizeof real) {
+                strcat(real, slash);
+                char *k = strdup(real);
+                if (k) {
+                    free(pv->dst.key);
+                    pv->dst.key = k;
+                }
+            }
+        }
+    }
     plan->archive = pv->dst.kind == SP_LOC_ARCHIVE;
     pv->dst_dir_key = xstrdup(pv->dst.key);
     bool dst_s3 = pv->dst.kind == SP_LOC_S3;
@@ -476,6 +495,12 @@ sp_status_t sp_relocate_plan(sp_snapshot_t *snap, const char *dst, const sp_relo
             uint32_t idx;
             if (snap->store->ops->stat(snap->store, plan->unreferenced[i], &us, err))
                 return err ? err->code : SP_ERR_IO;
+            /* only regular files are copied: a symlink, directory or FIFO left in a
+             * snapshot directory is reported as unreferenced and left alone */
+            struct stat ls;
+            if (us.is_symlink || us.is_dir ||
+                (snap->store == snap->local && (lstat(plan->unreferenced[i], &ls) != 0 || !S_ISREG(ls.st_mode))))
+                continue;
             if (!add_file(&c, plan->unreferenced[i], false, us.size, false, true, &idx) ||
                 !assign_dst(&c, idx, plan->unreferenced[i] + strlen(snap->dir_key) + (snap->dir_key[0] ? 1 : 0)))
                 return sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
