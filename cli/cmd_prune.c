@@ -72,6 +72,7 @@ static void reason_text(const sp_prune_decision_t *d, const sp_catalog_entry_t *
         snprintf(buf, n, "%s", e->kind == SP_KIND_CHECKPOINT ? "checkpoint (--include-checkpoints)" : "kind unknown");
         break;
     case SP_PRUNE_KEEP_NO_JOB: snprintf(buf, n, "names do not tell the job (--all-jobs)"); break;
+    case SP_PRUNE_KEEP_REFERENCED: snprintf(buf, n, "another snapshot under ROOT references its files"); break;
     case SP_PRUNE_KEEP_STATE:
         snprintf(buf, n, "%s", e->record_unreadable ? "ownership record unreadable" : sp_catalog_state_name(e->state));
         break;

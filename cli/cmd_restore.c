@@ -220,7 +220,7 @@ int cmd_restore(int argc, char **argv)
         snprintf(rr.flink_version, sizeof rr.flink_version, "%s", v.text);
         rr.snapshot_checkpoint_id = res.snapshot_id;
         rr.released_checkpoint_id = -1;
-        s = sp_record_add_restore(dir, &rr, &err);
+        s = sp_record_add_restore_checked(dir, &rr, force, &err);
         if (!s) {
             snprintf(recpath, sizeof recpath, "%s%s", dir, SP_RECORD_SUFFIX);
             res.record = recpath;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "sp_dispose.h"
+#include "sp_snapshot.h"
 #include "sp_record.h"
 
 static const char UNKNOWN_GROUP[] = "unknown";
@@ -125,6 +126,56 @@ static void decide_group(sp_catalog_t *cat, sp_prune_plan_t *plan, const sort_ke
     }
 }
 
+/* A snapshot to dispose whose files another snapshot under ROOT still uses
+ * (an absolute reference into its directory, as a retained checkpoint after a
+ * LEGACY restore or a relocation by hand has) is kept: deleting it would
+ * break the other one. */
+typedef struct refscan {
+    const sp_snapshot_t *snap;
+    const char *dir;
+    size_t dl;
+    bool hit;
+} refscan_t;
+
+static int refs_into(const sp_ref_t *ref, void *user)
+{
+    refscan_t *r = user;
+    if (ref->kind != SP_REF_ABSOLUTE && ref->kind != SP_REF_SEGMENT)
+        return 0;
+    char path[4096];
+    if (sp_snapshot_local_path(r->snap, ref, path, sizeof path) && strncmp(path, r->dir, r->dl) == 0 &&
+        path[r->dl] == '/') {
+        r->hit = true;
+        return 1;
+    }
+    return 0;
+}
+
+static void keep_referenced(const sp_catalog_t *cat, sp_prune_plan_t *plan)
+{
+    for (uint32_t i = 0; i < plan->n; i++) {
+        sp_prune_decision_t *d = &plan->decisions[i];
+        if (!d->dispose || d->reason != SP_PRUNE_DISPOSE_EXPIRED)
+            continue;
+        const char *dir = cat->entries[d->entry].location;
+        for (uint32_t k = 0; k < cat->n && d->dispose; k++) {
+            if (k == d->entry)
+                continue;
+            sp_snapshot_t *other;
+            sp_error_t e;
+            if (sp_snapshot_open(cat->entries[k].location, 0, &other, &e) != SP_OK)
+                continue;
+            refscan_t r = {other, dir, strlen(dir), false};
+            sp_meta_visit_refs(other->meta, refs_into, &r);
+            sp_snapshot_close(other);
+            if (r.hit) {
+                d->dispose = false;
+                d->reason = SP_PRUNE_KEEP_REFERENCED;
+            }
+        }
+    }
+}
+
 sp_status_t sp_prune_plan(sp_catalog_t *cat, const sp_prune_options_t *opts, sp_prune_plan_t *plan, sp_error_t *err)
 {
     memset(plan, 0, sizeof *plan);
@@ -155,6 +206,7 @@ sp_status_t sp_prune_plan(sp_catalog_t *cat, const sp_prune_options_t *opts, sp_
         decide_group(cat, plan, keys + start, end - start, opts);
     }
     free(keys);
+    keep_referenced(cat, plan);
     for (uint32_t i = 0; i < plan->n; i++) {
         plan->to_dispose += plan->decisions[i].dispose;
         plan->pinned_skipped += plan->decisions[i].reason == SP_PRUNE_KEEP_PINNED;
@@ -243,6 +295,7 @@ const char *sp_prune_reason_name(sp_prune_reason_t r)
     case SP_PRUNE_KEEP_STATE: return "state";
     case SP_PRUNE_DISPOSE_EXPIRED: return "expired";
     case SP_PRUNE_DISPOSE_RESUME: return "resume";
+    case SP_PRUNE_KEEP_REFERENCED: return "referenced";
     }
     return "unknown";
 }

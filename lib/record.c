@@ -9,6 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+#include <time.h>
+#include <fcntl.h>
+#include <errno.h>
 
 #include "s3_internal.h"
 #include "sp_fs.h"
@@ -257,8 +261,62 @@ void sp_record_free(sp_record_t *r)
 }
 
 /* Open the record for a change, apply fn, save atomically. */
+/* Records are read, changed and written back by separate sp processes: a
+ * lock file beside the record makes that one step, so two restores cannot
+ * both see "not claimed yet" (local records only; a lock older than a minute
+ * was left by a process that died). */
+static char *lock_record(const char *dir)
+{
+    char *path = sp_record_path(dir);
+    if (!path || s3_is_location(path)) {
+        free(path);
+        return NULL;
+    }
+    size_t n = strlen(path) + 6;
+    char *lock = malloc(n);
+    if (lock)
+        snprintf(lock, n, "%s.lock", path);
+    free(path);
+    for (int i = 0; lock && i < 200; i++) {
+        int fd = open(lock, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd >= 0) {
+            close(fd);
+            return lock;
+        }
+        if (errno != EEXIST)
+            break;
+        struct stat st;
+        if (stat(lock, &st) == 0 && time(NULL) - st.st_mtime > 60)
+            unlink(lock);
+        else
+            usleep(25000);
+    }
+    free(lock);
+    return NULL;
+}
+
+static void unlock_record(char *lock)
+{
+    if (lock) {
+        unlink(lock);
+        free(lock);
+    }
+}
+
+static sp_status_t modify_unlocked(const char *dir, sp_status_t (*fn)(cJSON *j, const void *arg, sp_error_t *err),
+                                   const void *arg, sp_error_t *err);
+
 static sp_status_t modify(const char *dir, sp_status_t (*fn)(cJSON *j, const void *arg, sp_error_t *err),
                           const void *arg, sp_error_t *err)
+{
+    char *lock = lock_record(dir);
+    sp_status_t s = modify_unlocked(dir, fn, arg, err);
+    unlock_record(lock);
+    return s;
+}
+
+static sp_status_t modify_unlocked(const char *dir, sp_status_t (*fn)(cJSON *j, const void *arg, sp_error_t *err),
+                                   const void *arg, sp_error_t *err)
 {
     cJSON *j = NULL;
     char *path = NULL;
@@ -360,6 +418,21 @@ sp_status_t sp_record_add_restore(const char *dir, const sp_record_restore_t *re
     if (!restore->job_id[0] || !restore->claim_mode[0])
         return sp_error_set(err, SP_ERR_INVALID, SP_NO_OFFSET, "", "a restore needs a job ID and a claim mode");
     return modify(dir, do_add_restore, restore, err);
+}
+
+sp_status_t sp_record_add_restore_checked(const char *dir, const sp_record_restore_t *restore, bool force,
+                                          sp_error_t *err)
+{
+    if (!restore->job_id[0] || !restore->claim_mode[0])
+        return sp_error_set(err, SP_ERR_INVALID, SP_NO_OFFSET, "", "a restore needs a job ID and a claim mode");
+    char *lock = lock_record(dir);
+    sp_status_t s = sp_record_check_restore(dir, restore->claim_mode, err);
+    if (s == SP_ERR_REFUSED && force)
+        s = SP_OK;
+    if (!s)
+        s = modify_unlocked(dir, do_add_restore, restore, err);
+    unlock_record(lock);
+    return s;
 }
 
 static sp_status_t do_remove_restore(cJSON *j, const void *arg, sp_error_t *err)

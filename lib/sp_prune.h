@@ -70,7 +70,8 @@ typedef enum sp_prune_reason {
     SP_PRUNE_KEEP_NO_JOB,          /* the names do not tell the job (and not all_jobs) */
     SP_PRUNE_KEEP_STATE,           /* incomplete relocation, unreadable, or its record cannot be read */
     SP_PRUNE_DISPOSE_EXPIRED,      /* beyond the retention: disposed */
-    SP_PRUNE_DISPOSE_RESUME        /* an interrupted dispose: finished */
+    SP_PRUNE_DISPOSE_RESUME,       /* an interrupted dispose: finished */
+    SP_PRUNE_KEEP_REFERENCED       /* beyond the retention, but another snapshot under ROOT references its files */
 } sp_prune_reason_t;
 
 /** What happened to an entry to dispose, after sp_prune_run(). */

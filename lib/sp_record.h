@@ -139,6 +139,15 @@ sp_status_t sp_record_set_origin(const char *dir, const sp_record_origin_t *orig
 /** Append a restore (an entry with the same job ID is replaced).  Errors as sp_record_pin(). */
 sp_status_t sp_record_add_restore(const char *dir, const sp_record_restore_t *restore, sp_error_t *err);
 
+/**
+ * As sp_record_add_restore(), after sp_record_check_restore() of the same
+ * record, both under one lock beside the record: of two restores of one
+ * snapshot started at the same time, only one can claim it.  force turns a
+ * refusal into SP_OK (the caller warns).  Errors: those of both functions.
+ */
+sp_status_t sp_record_add_restore_checked(const char *dir, const sp_record_restore_t *restore, bool force,
+                                          sp_error_t *err);
+
 /** Remove the restore of job_id (a submission that failed); no such entry is not an error. */
 sp_status_t sp_record_remove_restore(const char *dir, const char *job_id, sp_error_t *err);
 
