@@ -18,6 +18,7 @@
 
 #include "sp_record.h"
 #include "sp_snapshot.h"
+#include "paths.h"
 #include "strmap.h"
 
 typedef struct list {
@@ -40,37 +41,10 @@ static bool push(list_t *l, const char *key, int64_t size)
     return l->v[l->n++].key != NULL;
 }
 
-/* A temporary file of an sp process that no longer runs: "<name>.sp-tmp-<pid>[-<n>]". */
-static bool stale_temp(const char *name)
-{
-    const char *t = strstr(name, ".sp-tmp-");
-    if (!t)
-        return false;
-    char *end;
-    long pid = strtol(t + 8, &end, 10);
-    if (pid <= 0 || end == t + 8 || (*end != '\0' && *end != '-'))
-        return false;
-    return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
-}
-
-/* "." or ".." components (or "//"): never inside the directory on the strength of a prefix. */
-static bool has_dot_segments(const char *p)
-{
-    for (const char *c = p; *c; c++) {
-        if (*c != '/')
-            continue;
-        const char *n = c + 1;
-        size_t len = strcspn(n, "/");
-        if (len == 0 || (len == 1 && n[0] == '.') || (len == 2 && n[0] == '.' && n[1] == '.'))
-            return true;
-    }
-    return false;
-}
-
 static bool inside_dir(const char *key, const char *dir)
 {
     size_t dl = strlen(dir);
-    return strncmp(key, dir, dl) == 0 && key[dl] == '/' && !has_dot_segments(key);
+    return strncmp(key, dir, dl) == 0 && key[dl] == '/' && !sp_path_has_dot_segments(key);
 }
 
 typedef struct dctx {
@@ -118,7 +92,7 @@ static int list_unreferenced(const sp_store_entry_t *e, void *user)
         strcmp(base, SP_DISPOSE_JOURNAL) == 0)
         return 0;
     /* what an sp run that was killed left (e.g. this journal half written) is sp's own: it goes too */
-    c->nomem |= !push(stale_temp(base) ? &c->del : &c->unref, key, e->st.size);
+    c->nomem |= !push(sp_path_stale_temp(base) ? &c->del : &c->unref, key, e->st.size);
     return c->nomem;
 }
 
@@ -173,9 +147,9 @@ static sp_status_t read_journal(sp_store_t *st, const char *dir, bool include_ex
         /* only ever paths inside the directory, whatever the journal says; outside it (an interrupted
          * --include-external) only when asked again */
         bool ok = cJSON_IsString(e) && (inside_dir(e->valuestring, dir) ||
-                                        (include_external && e->valuestring[0] == '/' && !has_dot_segments(e->valuestring)));
+                                        (include_external && e->valuestring[0] == '/' && !sp_path_has_dot_segments(e->valuestring)));
         if (!ok && cJSON_IsString(e) && !include_external && e->valuestring[0] == '/' &&
-            !has_dot_segments(e->valuestring)) {
+            !sp_path_has_dot_segments(e->valuestring)) {
             cJSON_Delete(j);
             sp_error_set_file(err, key);
             return sp_error_set(err, SP_ERR_REFUSED, SP_NO_OFFSET, "",
@@ -256,7 +230,7 @@ static sp_status_t check_paths(const char *dir, const list_t *del, sp_error_t *e
         const char *key = i < del->n ? del->v[i].key : NULL;
         if (key) {
             const char *slash = strrchr(key, '/');
-            if (!slash || has_dot_segments(key)) {
+            if (!slash || sp_path_has_dot_segments(key)) {
                 sp_error_set_file(err, key);
                 return sp_error_set(err, SP_ERR_REFUSED, SP_NO_OFFSET, "", "not a plain absolute path; not deleting it");
             }
@@ -304,7 +278,7 @@ static bool finish_empty(sp_store_t *st, const char *dir, const sp_dispose_optio
             continue;
         char key[PATH_MAX];
         snprintf(key, sizeof key, "%s/%s", dir, e->d_name);
-        only = stale_temp(e->d_name) && push(&left, key, -1);
+        only = sp_path_stale_temp(e->d_name) && push(&left, key, -1);
     }
     closedir(d);
     if (only && !opts->dry_run) {

@@ -24,6 +24,7 @@
 #include "sp_dispose.h"
 #include "sp_record.h"
 #include "sp_verify.h"
+#include "paths.h"
 #include "strmap.h"
 
 typedef struct plan_priv {
@@ -36,35 +37,6 @@ typedef struct plan_priv {
     bool finish_move_only;   /* an earlier --move got as far as deleting the source: only that is left */
     bool archive_complete;   /* the destination archive already holds exactly this relocation */
 } plan_priv_t;
-
-/* A temporary file an sp process that no longer runs left behind:
- * "<name>.sp-tmp-<pid>[-<n>]" (store_local, store_archive, fs). */
-static bool stale_temp(const char *name)
-{
-    const char *t = strstr(name, ".sp-tmp-");
-    if (!t)
-        return false;
-    char *end;
-    long pid = strtol(t + 8, &end, 10);
-    if (pid <= 0 || end == t + 8 || (*end != '\0' && *end != '-'))
-        return false;
-    return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
-}
-
-/* A path with "." or ".." components (or "//") is never taken to be inside
- * a directory on the strength of its prefix. */
-static bool has_dot_segments(const char *p)
-{
-    for (const char *c = p; *c; c++) {
-        if (*c != '/')
-            continue;
-        const char *n = c + 1;
-        size_t len = strcspn(n, "/");
-        if (len == 0 || (len == 1 && n[0] == '.') || (len == 2 && n[0] == '.' && n[1] == '.'))
-            return true;
-    }
-    return false;
-}
 
 static char *xstrdup(const char *s)
 {
@@ -184,7 +156,7 @@ static int plan_ref(const sp_ref_t *ref, void *user)
     size_t dl = strlen(dir);
     /* (absolute references into the directory: local paths of a local snapshot, s3:// keys of an S3 one) */
     bool inside = ref->kind == SP_REF_RELATIVE || (store == c->snap->store && strncmp(key, dir, dl) == 0 &&
-                                                   key[dl] == '/' && !has_dot_segments(key));
+                                                   key[dl] == '/' && !sp_path_has_dot_segments(key));
     if (inside && c->real_dir && strchr(key + dl + 1, '/')) {
         /* nested: no directory on the way may be a link leading out of the snapshot */
         char real[PATH_MAX];
@@ -308,7 +280,7 @@ static bool only_stale_temps(const char *dir)
     bool only = true;
     struct dirent *e;
     while (only && (e = readdir(d)))
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 && !stale_temp(e->d_name) &&
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 && !sp_path_stale_temp(e->d_name) &&
             strcmp(e->d_name, ".sp-relocate.lock") != 0) /* a live owner is refused by take_lock() */
             only = false;
     closedir(d);
@@ -633,7 +605,7 @@ static int drop_stale(const sp_store_entry_t *e, void *user)
 {
     const char *dir = user;
     const char *name = base_name(e->key);
-    if (stale_temp(name)) {
+    if (sp_path_stale_temp(name)) {
         char *k = join_key(dir, e->key);
         sp_store_t *local;
         if (k && sp_store_open_local(&local, NULL) == SP_OK) {
@@ -667,7 +639,7 @@ static void clean_stale(const plan_priv_t *pv, bool archive)
         return;
     struct dirent *e;
     while ((e = readdir(d)))
-        if (strncmp(e->d_name, base, bl) == 0 && strncmp(e->d_name + bl, ".sp-tmp-", 8) == 0 && stale_temp(e->d_name))
+        if (strncmp(e->d_name, base, bl) == 0 && strncmp(e->d_name + bl, ".sp-tmp-", 8) == 0 && sp_path_stale_temp(e->d_name))
             unlinkat(dirfd(d), e->d_name, 0);
     closedir(d);
 }
