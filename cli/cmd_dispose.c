@@ -43,7 +43,9 @@ int cmd_dispose(int argc, char **argv)
     if (n != 1)
         return opts_usage_error(cmd, "give exactly one snapshot");
     flink_cli_query_t q = {.rest_url = rest_url};
-    sp_dispose_options_t o = {dry_run, force, unref, external, flink_cli_record_query, &q};
+    sp_dispose_options_t o = {.dry_run = dry_run, .force = force, .include_unreferenced = unref,
+                              .include_external = external, .record_query = flink_cli_record_query,
+                              .record_query_user = &q};
     sp_dispose_result_t res;
     sp_error_t err;
     sp_error_clear(&err);

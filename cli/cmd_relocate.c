@@ -55,6 +55,47 @@ static void json_plan(jw_t *w, const sp_snapshot_t *snap, const sp_relocate_plan
     jw_arr_end(w);
 }
 
+
+/* `--move` killed after the source's _metadata was deleted: the source no longer opens, but its dispose
+ * journal names the destination, and the same command finishes the job.  Otherwise the open error stands. */
+static int resume_move(const char *src, const char *dst, bool json, sp_error_t *open_err)
+{
+    sp_relocate_result_t res;
+    sp_error_t err;
+    sp_error_clear(&err);
+    sp_status_t s = sp_relocate_resume_move(src, dst, &res, &err);
+    if (s == SP_ERR_NOT_FOUND)
+        return report_error("relocate", open_err, json);
+    if (s)
+        return report_error("relocate", &err, json);
+    if (json) {
+        jw_t w;
+        jw_init(&w, stdout, true);
+        jw_obj(&w);
+        jw_key(&w, "resumed_move");
+        jw_bool(&w, true);
+        jw_key(&w, "result");
+        jw_obj(&w);
+        jw_key(&w, "files_copied");
+        jw_uint(&w, 0);
+        jw_key(&w, "files_skipped");
+        jw_uint(&w, 0);
+        jw_key(&w, "bytes_copied");
+        jw_uint(&w, 0);
+        jw_key(&w, "source_deleted");
+        jw_bool(&w, res.source_deleted);
+        jw_key(&w, "metadata");
+        jw_str(&w, res.metadata_location ? res.metadata_location : "");
+        jw_obj_end(&w);
+        jw_obj_end(&w);
+        jw_end(&w);
+    } else {
+        printf("Finishing an interrupted move %s -> %s: the copy verified; source deleted\n", src, dst);
+    }
+    sp_relocate_result_free(&res);
+    return 0;
+}
+
 int cmd_relocate(int argc, char **argv)
 {
     bool move = false, dry_run = false, json = false, checksum = false, unreferenced = false, force = false;
@@ -85,6 +126,8 @@ int cmd_relocate(int argc, char **argv)
     sp_error_clear(&err);
     sp_snapshot_t *snap;
     sp_status_t s = sp_snapshot_open(argv[0], 0, &snap, &err);
+    if (s && move && !dry_run)
+        return resume_move(argv[0], argv[1], json, &err);
     if (s)
         return report_error("relocate", &err, json);
     progress_t bar;

@@ -96,13 +96,19 @@ static int list_unreferenced(const sp_store_entry_t *e, void *user)
     return c->nomem;
 }
 
-static sp_status_t write_journal(sp_store_t *st, const char *dir, const list_t *order, sp_error_t *err)
+static sp_status_t write_journal(sp_store_t *st, const char *dir, const list_t *order, const char *moved_to,
+                                 sp_error_t *err)
 {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "sp", "dispose");
     cJSON_AddNumberToObject(j, "schema_version", 1);
-    cJSON_AddStringToObject(j, "state", "incomplete: sp dispose of this snapshot was interrupted; run it again to finish");
+    cJSON_AddStringToObject(j, "state", moved_to ? "incomplete: sp relocate --move deletes this snapshot after "
+                                                   "copying it; run the same command (or sp dispose) again to finish"
+                                                 : "incomplete: sp dispose of this snapshot was interrupted; run it "
+                                                   "again to finish");
     cJSON_AddStringToObject(j, "directory", dir);
+    if (moved_to)
+        cJSON_AddStringToObject(j, "moved_to", moved_to); /* lets a re-run relocate find its move */
     cJSON *a = cJSON_AddArrayToObject(j, "delete");
     for (uint32_t i = 0; i < order->n; i++)
         cJSON_AddItemToArray(a, cJSON_CreateString(order->v[i].key));
@@ -122,7 +128,7 @@ static sp_status_t write_journal(sp_store_t *st, const char *dir, const list_t *
 static sp_status_t read_journal(sp_store_t *st, const char *dir, bool include_external, list_t *order, bool *found,
                                 sp_error_t *err)
 {
-    char key[PATH_MAX];
+    char key[PATH_MAX + sizeof SP_DISPOSE_JOURNAL + 1];
     snprintf(key, sizeof key, "%s/%s", dir, SP_DISPOSE_JOURNAL);
     sp_store_stat_t ss;
     *found = false;
@@ -295,6 +301,26 @@ static bool finish_empty(sp_store_t *st, const char *dir, const sp_dispose_optio
 
 
 
+/* Once the snapshot is gone its ownership record goes too: a record left beside a
+ * vanished snapshot would speak for whatever is written under that name later
+ * (a new chk-17 of a re-run job would inherit a CLAIM restore it never had).
+ * The record's history is in the dispose output; a failure to remove it is
+ * reported in res->record_warning, not as an error (the snapshot is gone). */
+static void remove_record(sp_store_t *st, const char *dir, sp_dispose_result_t *res)
+{
+    char *path = sp_record_path(dir);
+    sp_store_stat_t rs;
+    if (path && st->ops->stat(st, path, &rs, NULL) == SP_OK && rs.exists && !rs.is_dir) {
+        sp_error_t e;
+        if (st->ops->remove(st, path, &e) != SP_OK && !res->record_warning) {
+            size_t n = strlen(path) + strlen(e.message) + 64;
+            if ((res->record_warning = malloc(n)))
+                snprintf(res->record_warning, n, "the ownership record %s was left: %s", path, e.message);
+        }
+    }
+    free(path);
+}
+
 /* The ownership record's verdict; a refusal force overrode is kept in res->record_warning. */
 static sp_status_t record_check(const char *dir, const sp_dispose_options_t *opts, sp_dispose_result_t *res,
                                 sp_error_t *err)
@@ -330,11 +356,24 @@ static sp_status_t dispose_archive(const sp_location_t *loc, const sp_dispose_op
         return s;
     sp_store_stat_t ss;
     local->ops->stat(local, loc->store_location, &ss, NULL);
+    if (ss.is_symlink) {
+        /* removing the link would leave the archive; following it would delete outside what was named */
+        char real[PATH_MAX];
+        sp_store_close(local);
+        sp_error_set_file(err, loc->store_location);
+        return sp_error_set(err, SP_ERR_REFUSED, SP_NO_OFFSET, "",
+                            "the archive is a symbolic link%s%s; not following it: dispose of the archive by its own "
+                            "path, then remove the link",
+                            realpath(loc->store_location, real) ? " to " : "",
+                            realpath(loc->store_location, real) ? real : "");
+    }
     push(&del, loc->store_location, ss.size);
     res->bytes = ss.size > 0 ? (uint64_t)ss.size : 0;
     if (!opts->dry_run) {
         s = local->ops->remove(local, loc->store_location, err);
         res->directory_removed = s == SP_OK;
+        if (!s)
+            remove_record(local, loc->store_location, res);
     }
     sp_store_close(local);
     take(&del, &res->n_deleted, &res->deleted);
@@ -450,7 +489,7 @@ sp_status_t sp_dispose(const char *location, const sp_dispose_options_t *opts, s
     if (!s)
         s = check_paths(dir, &c.del, err); /* refused before anything is deleted, not half-way */
     if (!s && !opts->dry_run) {
-        s = write_journal(st, dir, &c.del, err);
+        s = write_journal(st, dir, &c.del, opts->moved_to, err);
         if (!s)
             s = execute(st, dir, &c.del, res, err);
     }
@@ -460,8 +499,39 @@ sp_status_t sp_dispose(const char *location, const sp_dispose_options_t *opts, s
     strmap_free(&c.seen);
     sp_snapshot_close(snap);
 out:
+    if (!s && !opts->dry_run && res->directory_removed)
+        remove_record(st, dir, res);
     sp_store_close(st);
     return s;
+}
+
+char *sp_dispose_moved_to(const char *location)
+{
+    sp_location_t loc;
+    sp_error_t e;
+    if (sp_location_parse(location, &loc, &e) != SP_OK)
+        return NULL;
+    char *out = NULL;
+    if (loc.kind == SP_LOC_LOCAL) {
+        char key[PATH_MAX];
+        snprintf(key, sizeof key, "%s/%s", loc.key, SP_DISPOSE_JOURNAL);
+        struct stat js;
+        FILE *f = lstat(key, &js) == 0 && S_ISREG(js.st_mode) && js.st_size < (1 << 30) ? fopen(key, "rb") : NULL;
+        char *text = f ? malloc((size_t)js.st_size + 1) : NULL;
+        if (text && fread(text, 1, (size_t)js.st_size, f) == (size_t)js.st_size) {
+            cJSON *j = cJSON_ParseWithLength(text, (size_t)js.st_size);
+            const cJSON *d = cJSON_GetObjectItemCaseSensitive(j, "directory");
+            const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "moved_to");
+            if (cJSON_IsString(d) && strcmp(d->valuestring, loc.key) == 0 && cJSON_IsString(m))
+                out = strdup(m->valuestring);
+            cJSON_Delete(j);
+        }
+        free(text);
+        if (f)
+            fclose(f);
+    }
+    sp_location_free(&loc);
+    return out;
 }
 
 void sp_dispose_result_free(sp_dispose_result_t *r)

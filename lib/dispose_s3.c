@@ -353,6 +353,15 @@ sp_status_t sp_dispose_s3_(const sp_location_t *loc, const char *location, const
         if (!s)
             s = execute(st, dir, &c.del, res, err);
     }
+    if (!s && !opts->dry_run && dir[0]) {
+        /* the snapshot's ownership record goes with it (lib/dispose.c remove_record: no stale record for
+         * whatever is written under this prefix later) */
+        char *rkey = NULL;
+        if (asprintf(&rkey, "%s%s", dir, SP_RECORD_SUFFIX) >= 0) {
+            st->ops->remove(st, rkey, NULL);
+            free(rkey);
+        }
+    }
     bool ok = take(&c.del, st->location, &res->n_deleted, &res->deleted);
     ok &= take(&c.ext, st->location, &res->n_external, &res->external);
     ok &= take(&c.unref, st->location, &res->n_unreferenced, &res->unreferenced);

@@ -317,8 +317,8 @@ static bool real_path_of(const char *p, char *out)
     snprintf(parent, sizeof parent, "%.*s", slash == p ? 1 : (int)(slash - p), p);
     if (!realpath(parent, rp))
         return false;
-    snprintf(out, PATH_MAX, "%s%s%s", rp, strcmp(rp, "/") != 0 ? "/" : "", slash + 1);
-    return true;
+    int n = snprintf(out, PATH_MAX, "%s%s%s", rp, strcmp(rp, "/") != 0 ? "/" : "", slash + 1);
+    return n > 0 && n < PATH_MAX; /* a truncated path names another file */
 }
 
 static bool same_or_nested(const char *a, const char *b)
@@ -657,6 +657,7 @@ typedef struct job {
     pthread_mutex_t lock;
     uint32_t next;
     uint64_t done_bytes, copied, skipped;
+    uint64_t copied_bytes;   /* done_bytes without the files an earlier run completed */
     sp_status_t status;
     sp_error_t err;
 } job_t;
@@ -744,10 +745,12 @@ static void progress(job_t *j, uint64_t bytes, bool skipped)
 {
     pthread_mutex_lock(&j->lock);
     j->done_bytes += bytes;
-    if (skipped)
+    if (skipped) {
         j->skipped++;
-    else
+    } else {
         j->copied++;
+        j->copied_bytes += bytes;
+    }
     if (j->opts->progress)
         j->opts->progress(j->done_bytes, j->plan->total_bytes, j->opts->progress_user);
     pthread_mutex_unlock(&j->lock);
@@ -911,6 +914,49 @@ static sp_status_t write_journal(sp_store_t *dst, const char *dst_dir, const sp_
     return s;
 }
 
+/*
+ * An archive this run has just written and finished, verified without a
+ * second pass over it.  finish() has already checked the file on disk
+ * (store_archive.c, "checking what was written": fsynced, opened again by
+ * name, every byte written present, the zstd frame or the tar complete, and
+ * the tar stream holding exactly the entries of the writer's index).  What
+ * is left is what sp_verify() would check: every planned file is an entry
+ * of the writer's index with the size the source has (and the metadata
+ * records: the plan checked that), and the _metadata read back from the
+ * archive's first entry is byte for byte the one encoded and decoded
+ * above, so its references are the planned files.  A full decompression
+ * pass (sp_verify on the archive opened anew) would read the same bytes
+ * back from the page cache; relocate --checksum still does it.
+ */
+static sp_status_t verify_archive_written(sp_store_t *dst, const sp_relocate_plan_t *plan, const char *dst_dir,
+                                          const char *mkey, const uint8_t *bytes, size_t len, sp_error_t *err)
+{
+    sp_status_t s = SP_OK;
+    for (uint32_t i = 0; i < plan->n_files && !s; i++) {
+        const sp_relocate_file_t *f = &plan->files[i];
+        char *key = join_key(dst_dir, f->dst_rel);
+        sp_store_stat_t st;
+        s = key ? dst->ops->stat(dst, key, &st, err) : sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
+        if (!s && (!st.exists || st.is_dir || st.size != f->size)) {
+            sp_error_set_file(err, plan->dst_display);
+            s = sp_error_set(err, SP_ERR_IO, SP_NO_OFFSET, "", "the destination does not verify: entry %s %s", key,
+                             !st.exists ? "is missing" : "does not have the size of its source");
+        }
+        free(key);
+    }
+    uint8_t *back = NULL;
+    size_t blen = 0;
+    if (!s)
+        s = sp_store_read_all(dst, mkey, len + 1, &back, &blen, err);
+    if (!s && (blen != len || memcmp(back, bytes, len) != 0)) {
+        sp_error_set_file(err, plan->dst_display);
+        s = sp_error_set(err, SP_ERR_IO, SP_NO_OFFSET, "", "the destination does not verify: %s differs from the "
+                         "metadata written", mkey);
+    }
+    free(back);
+    return s;
+}
+
 static sp_status_t verify_destination(const char *location, uint64_t *problems, sp_error_t *err)
 {
     sp_snapshot_t *d;
@@ -934,9 +980,52 @@ static sp_status_t verify_destination(const char *location, uint64_t *problems, 
     return s;
 }
 
-static sp_status_t finish_move(sp_snapshot_t *snap, sp_relocate_result_t *res, sp_error_t *err)
+/* The source's local ownership record (pins, restores, who triggered it) follows the snapshot to its new
+ * place before the source goes (dispose removes the source's record): written
+ * atomically beside the destination, with the "snapshot" name updated.  An
+ * archive or S3 destination gets it only when it is a local archive. */
+static void move_record(const char *src_path, const char *dst_path, bool rename_source)
 {
-    sp_dispose_options_t dopts = {0};
+    char *from = sp_record_path(src_path), *to = sp_record_path(dst_path);
+    struct stat fs, ts;
+    if (from && to && lstat(from, &fs) == 0 && S_ISREG(fs.st_mode) && lstat(to, &ts) != 0) {
+        sp_store_t *local;
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        if (sp_store_open_local(&local, NULL) == SP_OK) {
+            if (sp_store_read_all(local, from, 1 << 24, &buf, &len, NULL) == SP_OK) {
+                cJSON *j = cJSON_ParseWithLength((const char *)buf, len);
+                const char *slash = strrchr(dst_path, '/');
+                if (j && cJSON_GetObjectItemCaseSensitive(j, "snapshot"))
+                    cJSON_ReplaceItemInObjectCaseSensitive(j, "snapshot", cJSON_CreateString(slash ? slash + 1 : dst_path));
+                char *text = j ? cJSON_Print(j) : NULL;
+                if (text && sp_store_write_all(local, to, text, strlen(text), NULL) == SP_OK && rename_source)
+                    local->ops->remove(local, from, NULL);
+                free(text);
+                cJSON_Delete(j);
+                free(buf);
+            }
+            sp_store_close(local);
+        }
+    }
+    free(from);
+    free(to);
+}
+
+/* The local path (directory or archive file) of the snapshot, for its record; NULL for S3. */
+static const char *source_path(const sp_snapshot_t *snap)
+{
+    if (snap->store == snap->local)
+        return snap->dir_key;
+    return strcmp(snap->store->ops->name, "archive") == 0 ? snap->store->location : NULL;
+}
+
+static sp_status_t finish_move(sp_snapshot_t *snap, const char *dst_path, sp_relocate_result_t *res, sp_error_t *err)
+{
+    sp_dispose_options_t dopts = {.moved_to = dst_path};
+    const char *src = source_path(snap);
+    if (src && dst_path && dst_path[0] == '/')
+        move_record(src, dst_path, false);
     sp_dispose_result_t dres;
     char *loc = xstrdup(snap->dir);
     bool archive = strcmp(snap->store->ops->name, "archive") == 0;
@@ -1007,6 +1096,13 @@ static void release_lock(char *path)
     }
 }
 
+/* Where the relocated snapshot lives: the local directory or archive file (absolute), or the S3 prefix. */
+static const char *final_path(const sp_relocate_plan_t *plan)
+{
+    const plan_priv_t *pv = plan->priv_;
+    return plan->archive ? pv->dst.store_location : pv->dst_loc;
+}
+
 sp_status_t sp_relocate_run(sp_snapshot_t *snap, sp_relocate_plan_t *plan, const sp_relocate_options_t *opts,
                             sp_relocate_result_t *res, sp_error_t *err)
 {
@@ -1030,7 +1126,7 @@ sp_status_t sp_relocate_run(sp_snapshot_t *snap, sp_relocate_plan_t *plan, const
         res->metadata_location = plan->archive ? xstrdup(plan->dst_display) : join_key(pv->dst_loc, "_metadata");
         if (plan->archive)
             clean_stale(pv, true);
-        return opts->move ? finish_move(snap, res, err) : SP_OK;
+        return opts->move ? finish_move(snap, final_path(plan), res, err) : SP_OK;
     }
     if ((pv->dst_exists || plan->archive) && pv->dst.kind != SP_LOC_S3)
         clean_stale(pv, plan->archive); /* temporary files of runs that were killed (S3 has none) */
@@ -1076,6 +1172,7 @@ sp_status_t sp_relocate_run(sp_snapshot_t *snap, sp_relocate_plan_t *plan, const
         res->files_copied = 0;
         res->bytes_copied = 0;
         res->source_deleted = true;
+        move_record(snap->dir_key, pv->dst.key, true);
         res->metadata_location = join_key(pv->dst.key, "_metadata");
         return SP_OK;
     }
@@ -1135,16 +1232,18 @@ sp_status_t sp_relocate_run(sp_snapshot_t *snap, sp_relocate_plan_t *plan, const
     if (!s && plan->archive && dst->ops->finish)
         s = dst->ops->finish(dst, err);
     pthread_mutex_destroy(&j.lock);
-    free(bytes);
     res->files_copied = j.copied;
     res->files_skipped = j.skipped;
-    res->bytes_copied = j.done_bytes;
+    res->bytes_copied = j.copied_bytes;
     uint64_t problems = 0;
-    if (!s) {
+    if (!s && plan->archive && !opts->checksum) {
+        s = verify_archive_written(dst, plan, dst_dir, mkey, bytes, len, err);
+    } else if (!s) {
         char *where = plan->archive ? xstrdup(plan->dst_display) : xstrdup(pv->dst_loc);
         s = verify_destination(where, &problems, err);
         free(where);
     }
+    free(bytes);
     if (!s && !plan->archive) {
         char *jkey = join_key(dst_dir, SP_RELOCATE_JOURNAL);
         s = dst->ops->remove(dst, jkey, err);
@@ -1156,7 +1255,73 @@ sp_status_t sp_relocate_run(sp_snapshot_t *snap, sp_relocate_plan_t *plan, const
         res->metadata_location = plan->archive ? xstrdup(plan->dst_display) : join_key(pv->dst_loc, "_metadata");
     free(mkey);
     if (!s && opts->move)
-        s = finish_move(snap, res, err);
+        s = finish_move(snap, final_path(plan), res, err);
+    return s;
+}
+
+sp_status_t sp_relocate_resume_move(const char *src, const char *dst, sp_relocate_result_t *res, sp_error_t *err)
+{
+    memset(res, 0, sizeof *res);
+    char *moved = sp_dispose_moved_to(src);
+    if (!moved) {
+        /* killed after the journal went, before the directory did: nothing of the snapshot is left in it, so
+         * removing it loses nothing, once the destination is a whole snapshot */
+        sp_location_t sl;
+        struct stat ss;
+        bool empty = sp_location_parse(src, &sl, NULL) == SP_OK && sl.kind == SP_LOC_LOCAL &&
+                     lstat(sl.key, &ss) == 0 && S_ISDIR(ss.st_mode) && only_stale_temps(sl.key);
+        if (sl.key && empty) {
+            sp_snapshot_t *d = open_verified(dst);
+            if (d) {
+                sp_dispose_result_t dres;
+                sp_status_t s = sp_dispose(sl.key, NULL, &dres, err);
+                sp_dispose_result_free(&dres);
+                if (!s) {
+                    res->source_deleted = true;
+                    res->metadata_location = xstrdup(d->metadata_path);
+                }
+                sp_snapshot_close(d);
+                sp_location_free(&sl);
+                return s;
+            }
+            sp_snapshot_close(d);
+        }
+        sp_location_free(&sl);
+        return sp_error_set(err, SP_ERR_NOT_FOUND, SP_NO_OFFSET, "", "no interrupted sp relocate --move at %s", src);
+    }
+    sp_location_t loc;
+    sp_status_t s = sp_location_parse(dst, &loc, err);
+    if (s) {
+        free(moved);
+        return s;
+    }
+    const char *dst_path = loc.kind == SP_LOC_ARCHIVE ? loc.store_location : loc.key;
+    char real_moved[PATH_MAX], real_dst[PATH_MAX];
+    bool same = loc.kind != SP_LOC_S3 && real_path_of(moved, real_moved) && real_path_of(dst_path, real_dst) &&
+                strcmp(real_moved, real_dst) == 0 && (loc.kind != SP_LOC_ARCHIVE || loc.key[0] == '\0');
+    if (!same) {
+        sp_error_set_file(err, src);
+        s = sp_error_set(err, SP_ERR_REFUSED, SP_NO_OFFSET, "",
+                         "an interrupted sp relocate --move was moving this snapshot to %s, not to %s; run that "
+                         "command again to finish it",
+                         moved, dst);
+    }
+    uint64_t problems = 0;
+    if (!s)
+        s = verify_destination(moved, &problems, err); /* the copy is whole before more of the source goes */
+    if (!s) {
+        move_record(src, moved, false);
+        sp_dispose_options_t dopts = {.moved_to = moved};
+        sp_dispose_result_t dres;
+        s = sp_dispose(src, &dopts, &dres, err);
+        sp_dispose_result_free(&dres);
+    }
+    if (!s) {
+        res->source_deleted = true;
+        res->metadata_location = loc.kind == SP_LOC_ARCHIVE ? xstrdup(moved) : join_key(moved, "_metadata");
+    }
+    sp_location_free(&loc);
+    free(moved);
     return s;
 }
 

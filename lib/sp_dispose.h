@@ -36,6 +36,9 @@ typedef struct sp_dispose_options {
      * checkpoint), e.g. sp_flink_record_query with an sp_flink_t * (sp_record.h) */
     sp_record_query_fn record_query;
     void *record_query_user;
+    /* set by sp relocate --move: the verified copy's location, written into the journal so that re-running
+     * the relocation after an interruption (the source's _metadata may be gone by then) finishes the dispose */
+    const char *moved_to;
 } sp_dispose_options_t;
 
 /** A path with its size, as reported by dispose. */
@@ -75,6 +78,15 @@ sp_status_t sp_dispose(const char *location, const sp_dispose_options_t *opts, s
                        sp_error_t *err);
 
 void sp_dispose_result_free(sp_dispose_result_t *r);
+
+/**
+ * The destination an interrupted `sp relocate --move` copied the local
+ * snapshot directory `location` to before it began deleting it: the
+ * "moved_to" field of the directory's dispose journal.  Returns a malloc'ed
+ * location (free it), or NULL when there is no such journal (no move was
+ * interrupted there, or the location is not a local directory).
+ */
+char *sp_dispose_moved_to(const char *location);
 
 #ifdef __cplusplus
 }

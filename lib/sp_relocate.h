@@ -96,7 +96,7 @@ sp_status_t sp_relocate_plan(sp_snapshot_t *snap, const char *dst, const sp_relo
 /** Result of a run. */
 typedef struct sp_relocate_result {
     uint64_t files_copied, files_skipped; /* skipped: already complete from an earlier run */
-    uint64_t bytes_copied;
+    uint64_t bytes_copied;                /* bytes of the files copied by this run (not the skipped ones) */
     bool source_deleted;                  /* --move finished */
     char *metadata_location;              /* the new _metadata */
 } sp_relocate_result_t;
@@ -110,6 +110,23 @@ typedef struct sp_relocate_result {
  */
 sp_status_t sp_relocate_run(sp_snapshot_t *snap, sp_relocate_plan_t *plan, const sp_relocate_options_t *opts,
                             sp_relocate_result_t *result, sp_error_t *err);
+
+/**
+ * Finish an `sp relocate --move SRC DST` that was killed after the copy was
+ * verified and the source's deletion had begun, when `_metadata` of SRC is
+ * already gone (so SRC no longer opens as a snapshot): the dispose journal in
+ * SRC names the destination it was moved to.  DST must be that destination
+ * (compared by real path); it is verified again, then the deletion of SRC is
+ * finished from its journal (or, when the journal is gone too and SRC holds
+ * nothing but sp's temporary files, SRC is removed once DST verifies).
+ * result->files_* stay 0; source_deleted and
+ * metadata_location are set.  Local source directories only.
+ * Errors: SP_ERR_NOT_FOUND (SRC holds no journal of an interrupted move),
+ * SP_ERR_REFUSED (the journal names another destination), the errors of
+ * sp_verify (the destination does not verify: nothing more is deleted) and
+ * of sp_dispose.
+ */
+sp_status_t sp_relocate_resume_move(const char *src, const char *dst, sp_relocate_result_t *result, sp_error_t *err);
 
 /** Free a plan / result (NULL allowed). */
 void sp_relocate_plan_free(sp_relocate_plan_t *plan);

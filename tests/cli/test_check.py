@@ -25,40 +25,9 @@ import sys
 import tempfile
 
 SP, GEN, CORPUS = sys.argv[1], sys.argv[2], sys.argv[3]
-n = 0
-failed = 0
-
-
-def ok(cond, desc, diag=None):
-    global n, failed
-    n += 1
-    print(("ok" if cond else "not ok") + " %d - %s" % (n, desc))
-    if not cond:
-        failed += 1
-        if diag:
-            for line in str(diag).splitlines()[:25]:
-                print("#   " + line)
-    sys.stdout.flush()
-    return cond
-
-
-def skip(desc, why):
-    global n
-    n += 1
-    print("ok %d - %s # SKIP %s" % (n, desc, why))
-
-
-def sp(*args, stdin=None):
-    p = subprocess.run([SP] + list(args), input=stdin, capture_output=True)
-    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
-
-
-def sp_json(*args):
-    rc, out, err = sp(*args)
-    try:
-        return rc, json.loads(out), err
-    except ValueError:
-        return rc, None, err + out[:800]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from taplib import done, note, ok, skip, runner  # noqa: E402  (tests/taplib.py)
+sp, sp_json = runner(SP)
 
 
 def gen(out, *args):
@@ -489,5 +458,4 @@ else:
            "\n".join([err, err2, err3, json.dumps(js2 and js2.get("failures", js2))]))
 
 shutil.rmtree(tmp, ignore_errors=True)
-print("1..%d" % n)
-sys.exit(1 if failed else 0)
+done()

@@ -40,51 +40,9 @@ ONLY = set(filter(None, os.environ.get("SP_RELOCATE_TEST_ONLY", "corpus,fixtures
 # An sp built with AddressSanitizer wants its runtime first in the library list; the shim preloaded in front of
 # it is fine (its wrappers reach the sanitizer's through RTLD_NEXT).
 os.environ["ASAN_OPTIONS"] = ":".join(x for x in [os.environ.get("ASAN_OPTIONS", ""), "verify_asan_link_order=0"] if x)
-n = 0
-failed = 0
-out_lock = threading.Lock()
-
-
-def ok(cond, desc, diag=None):
-    global n, failed
-    with out_lock:
-        n += 1
-        print(("ok" if cond else "not ok") + " %d - %s" % (n, desc))
-        if not cond:
-            failed += 1
-            if diag:
-                for line in str(diag).splitlines()[:40]:
-                    print("#   " + line)
-        sys.stdout.flush()
-    return cond
-
-
-def skip(desc, why):
-    global n
-    with out_lock:
-        n += 1
-        print("ok %d - %s # SKIP %s" % (n, desc, why))
-        sys.stdout.flush()
-
-
-def note(text):
-    with out_lock:
-        for line in str(text).splitlines():
-            print("# " + line)
-        sys.stdout.flush()
-
-
-def sp(*args, env=None, stdin=None):
-    p = subprocess.run([SP] + [str(a) for a in args], input=stdin, capture_output=True, env=env)
-    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
-
-
-def sp_json(*args, env=None):
-    rc, out, err = sp(*args, env=env)
-    try:
-        return rc, json.loads(out), err
-    except ValueError:
-        return rc, None, err + out[:500]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from taplib import done, note, ok, skip, runner  # noqa: E402  (tests/taplib.py)
+sp, sp_json = runner(SP)
 
 
 def gen(out, *args):
@@ -615,7 +573,8 @@ def section_fixtures():
         if mode == "CLAIM":
             ok(rc == 6 and tree(base) == before, "CLAIM: even --force is refused", "%d %s" % (rc, err))
         else:
-            ok(rc == 0 and not os.path.exists(rs), "%s: --force disposes" % mode, "%d %s" % (rc, err))
+            ok(rc == 0 and not os.path.exists(rs) and not os.path.exists(rs + ".sp-record.json"),
+               "%s: --force disposes, and the record goes with it" % mode, "%d %s" % (rc, err))
     rs = gen(os.path.join(base, "pinned"))
     write_record(rs, pins=[{"reason": "golden savepoint", "time_ms": 1, "by": "test"}])
     before = tree(base)
@@ -650,6 +609,52 @@ def section_fixtures():
     dst = os.path.join(base, "from-archive")
     rc, _, err = sp("relocate", "--move", arc, dst)
     ok(rc == 0 and not os.path.exists(arc) and sp("verify", dst)[0] == 0, "--move out of a .tar.zst deletes the archive", err)
+
+    # 2i'. the ownership record follows a move (rename and copy) and goes with a dispose
+    for tag, extra in (("rename", []), ("copy", ["--kind", "checkpoint", "--shared-files", "1"])):
+        rsrc = gen(os.path.join(base, "rec-" + tag), *extra)
+        write_record(rsrc, origin={"by": "sp trigger", "job_id": "a" * 32})
+        rdst = os.path.join(base, "rec-" + tag + "-moved")
+        rc, _, err = sp("relocate", "--move", rsrc, rdst)
+        rec = json.load(open(rdst + ".sp-record.json")) if os.path.exists(rdst + ".sp-record.json") else {}
+        ok(rc == 0 and not os.path.exists(rsrc + ".sp-record.json") and rec.get("snapshot") == os.path.basename(rdst) and
+           rec.get("origin", {}).get("job_id") == "a" * 32,
+           "--move (%s): the ownership record moves with the snapshot, renamed" % tag, "%d %s %r" % (rc, err, rec))
+        rc, _, err = sp("dispose", rdst)
+        ok(rc == 0 and not os.path.exists(rdst) and not os.path.exists(rdst + ".sp-record.json"),
+           "dispose (%s): the record goes with the snapshot (no stale record for a later snapshot of that name)" % tag,
+           "%d %s" % (rc, err))
+    # a symlink to an archive: refused, neither the link nor the archive removed
+    la = gen(os.path.join(base, "for-link"))
+    larc = os.path.join(base, "real.tar.zst")
+    assert sp("relocate", la, larc)[0] == 0
+    write_record(larc)
+    link = os.path.join(base, "link.tar.zst")
+    os.symlink(larc, link)
+    rc, _, err = sp("dispose", link)
+    ok(rc == 6 and os.path.islink(link) and os.path.isfile(larc) and "symbolic link" in err,
+       "dispose of a symlink to an archive is refused (exit 6), naming the link; nothing removed", "%d %s" % (rc, err))
+    rc, _, err = sp("dispose", larc)
+    ok(rc == 0 and not os.path.exists(larc) and not os.path.exists(larc + ".sp-record.json"),
+       "dispose of the archive by its own path removes it and its record", "%d %s" % (rc, err))
+    os.remove(link)
+    # a resumed relocation counts only the bytes it copied
+    if INJECT:
+        bs = gen(os.path.join(base, "bytes"), "--parallelism", "4")
+        bdst = os.path.join(base, "bytes-copy")
+        trig = os.path.join(tmp, "trig-bytes")
+        env = dict(os.environ, LD_PRELOAD=INJECT, SP_FAULT_MODE="kill", SP_FAULT_AFTER="3", SP_FAULT_OP="rename",
+                   SP_FAULT_TRIGGERED_FILE=trig)
+        sp("relocate", "--jobs", "1", bs, bdst, env=env)
+        what = os.path.exists(trig)
+        rc, plan, err = sp_json("relocate", "--json", "--jobs", "1", bs, bdst)
+        r = (plan or {}).get("result") or {}
+        ok(rc == 0 and what and plan["resume"] and r.get("files_skipped", 0) >= 1 and
+           0 < r.get("bytes_copied", 0) < plan["total_bytes"],
+           "a resumed relocate reports only the bytes it copied (files already there are counted apart)",
+           "%d %s %r" % (rc, err, r))
+    else:
+        skip("a resumed relocate reports only the bytes it copied", "SP_FAULT_INJECT not set")
 
     # 2j. --checksum: runs clean, and finds a copy that came out different
     base = fresh("checksum")
@@ -860,14 +865,6 @@ def relocate_point(sc, ctx, clean, mode, k):
         src_gone = not os.path.exists(ctx["src"])
         if sc.move and src_gone and (os.path.exists(ctx["dst"]) if ctx["dst"].endswith(".tar.zst") else complete_dir(ctx["dst"])):
             pass  # the move had finished before the kill: nothing left to do
-        elif sc.move and os.path.isdir(ctx["src"]) and (os.path.exists(os.path.join(ctx["src"], ".sp-dispose.json")) or
-                                                        not os.path.exists(os.path.join(ctx["src"], "_metadata"))):
-            # the source's _metadata is gone already: `sp relocate` cannot open it again (cli/cmd_relocate.c opens
-            # the source before anything else), `sp dispose` finishes the deletion from its journal
-            rc3, _, err3 = sp("dispose", ctx["src"])
-            notes.append("fault at %s: the re-run said %r; `sp dispose SRC` finished the move" % (what, err2.strip()[:200]))
-            if rc3 != 0 or os.path.exists(ctx["src"]):
-                problems.append("the interrupted move's source cannot be finished: %s / %s" % (err2, err3))
         else:
             problems.append("fault at %s (mode %s, exit %d): the re-run failed: exit %d %s" % (what, mode, rc, rc2, err2 + out2))
     p2, src_intact, dst_complete = relocate_checks(sc, ctx, clean, rc2, err2, "after the re-run")
@@ -1079,5 +1076,4 @@ else:
         subprocess.run(["umount", mnt], capture_output=True)
         mounts.remove(mnt)
 
-print("1..%d" % n)
-sys.exit(1 if failed else 0)
+done()

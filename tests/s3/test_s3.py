@@ -42,44 +42,8 @@ SP, GEN, CORPUS = sys.argv[1], sys.argv[2], sys.argv[3]
 HERE = os.path.dirname(os.path.abspath(__file__))
 ONLY = set(filter(None, os.environ.get("SP_S3_TEST_ONLY", "1,2,3,4,5,6,7,8").split(",")))
 KEY = "S3RVER"  # s3rver's built-in account: key ID and secret
-n = 0
-failed = 0
-out_lock = threading.Lock()
-
-
-def ok(cond, desc, diag=None):
-    global n, failed
-    with out_lock:
-        n += 1
-        print(("ok" if cond else "not ok") + " %d - %s" % (n, desc))
-        if not cond:
-            failed += 1
-            if diag:
-                for line in str(diag).splitlines()[:40]:
-                    print("#   " + line)
-        sys.stdout.flush()
-    return cond
-
-
-def skip(desc, why):
-    global n
-    with out_lock:
-        n += 1
-        print("ok %d - %s # SKIP %s" % (n, desc, why))
-        sys.stdout.flush()
-
-
-def note(text):
-    with out_lock:
-        for line in str(text).splitlines():
-            print("# " + line)
-        sys.stdout.flush()
-
-
-def finish():
-    print("1..%d" % n)
-    print("# %d passed, %d failed" % (n - failed, failed))
-    sys.exit(1 if failed else 0)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from taplib import done, note, ok, skip, runner  # noqa: E402  (tests/taplib.py)
 
 
 def free_port():
@@ -180,7 +144,7 @@ class Proxy:
 binp, why = install_s3rver()
 if not binp:
     skip("S3 integration tests", why)
-    finish()
+    done()
 DATA = os.path.join(tmp, "s3data")
 BUCKETS = ["bkt", "bkt2", "pag", "corpus"]
 server = S3rver(binp, DATA)
@@ -188,7 +152,7 @@ try:
     server.start(BUCKETS)
 except (RuntimeError, OSError) as e:
     skip("S3 integration tests", "s3rver does not start: %s" % e)
-    finish()
+    done()
 proxy = Proxy(server.port)
 
 BASE_ENV = {k: v for k, v in os.environ.items()
@@ -434,6 +398,11 @@ try:
            "dispose of s3://.../_metadata deletes the snapshot", out + err)
         rc, out, err = sp("inspect", "s3://bkt/sps/" + names[2])
         ok(rc == 4 and "no _metadata" in err, "inspect after dispose: not found (exit 4)", out + err)
+        sp("unpin", "s3://bkt/sps/" + names[0])
+        rc, out, err = sp("dispose", "s3://bkt/sps/" + names[0])
+        ok(rc == 0 and not any(names[0] in k for k in objects("bkt", "sps")),
+           "dispose of the unpinned S3 snapshot removes its record object too (no stale record under that name)",
+           out + err + str(objects("bkt", "sps")))
 
     # ---- 5. errors and secrets ------------------------------------------------------
     if "5" in ONLY:
@@ -660,4 +629,4 @@ finally:
     server.stop()
     shutil.rmtree(tmp, ignore_errors=True)
 
-finish()
+done()
