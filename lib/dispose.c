@@ -21,26 +21,6 @@
 #include "paths.h"
 #include "strmap.h"
 
-typedef struct list {
-    sp_dispose_item_t *v;
-    uint32_t n, cap;
-} list_t;
-
-static bool push(list_t *l, const char *key, int64_t size)
-{
-    if (l->n == l->cap) {
-        uint32_t cap = l->cap ? l->cap * 2 : 32;
-        sp_dispose_item_t *v = realloc(l->v, cap * sizeof *v);
-        if (!v)
-            return false;
-        l->v = v;
-        l->cap = cap;
-    }
-    l->v[l->n].key = strdup(key);
-    l->v[l->n].size = size;
-    return l->v[l->n++].key != NULL;
-}
-
 static bool inside_dir(const char *key, const char *dir)
 {
     size_t dl = strlen(dir);
@@ -51,7 +31,7 @@ typedef struct dctx {
     sp_snapshot_t *snap;
     const sp_dispose_options_t *opts;
     strmap_t seen;
-    list_t del, ext, unref;
+    dispose_list_t del, ext, unref;
     bool nomem;
     sp_status_t status;
     sp_error_t *err;
@@ -69,7 +49,7 @@ static int plan_ref(const sp_ref_t *ref, void *user)
         char shown[PATH_MAX];
         snprintf(shown, sizeof shown, "%.*s", (int)ref->path.len, (const char *)ref->path.ptr);
         if (strmap_get(&c->seen, shown) == UINT32_MAX) {
-            c->nomem |= !strmap_put(&c->seen, shown, 0, NULL) || !push(&c->ext, shown, ref->size);
+            c->nomem |= !strmap_put(&c->seen, shown, 0, NULL) || !dispose_list_push(&c->ext, shown, ref->size);
         }
         return c->nomem;
     }
@@ -78,7 +58,7 @@ static int plan_ref(const sp_ref_t *ref, void *user)
     c->nomem |= !strmap_put(&c->seen, key, 0, NULL);
     bool inside = ref->kind == SP_REF_RELATIVE || inside_dir(key, c->snap->dir_key);
     int64_t size = ref->kind == SP_REF_SEGMENT ? -1 : ref->size;
-    c->nomem |= !push(inside ? &c->del : &c->ext, key, size);
+    c->nomem |= !dispose_list_push(inside ? &c->del : &c->ext, key, size);
     return c->nomem;
 }
 
@@ -92,11 +72,11 @@ static int list_unreferenced(const sp_store_entry_t *e, void *user)
         strcmp(base, SP_DISPOSE_JOURNAL) == 0)
         return 0;
     /* what an sp run that was killed left (e.g. this journal half written) is sp's own: it goes too */
-    c->nomem |= !push(sp_path_stale_temp(base) ? &c->del : &c->unref, key, e->st.size);
+    c->nomem |= !dispose_list_push(sp_path_stale_temp(base) ? &c->del : &c->unref, key, e->st.size);
     return c->nomem;
 }
 
-static sp_status_t write_journal(sp_store_t *st, const char *dir, const list_t *order, const char *moved_to,
+static sp_status_t write_journal(sp_store_t *st, const char *dir, const dispose_list_t *order, const char *moved_to,
                                  sp_error_t *err)
 {
     cJSON *j = cJSON_CreateObject();
@@ -125,7 +105,7 @@ static sp_status_t write_journal(sp_store_t *st, const char *dir, const list_t *
     return s;
 }
 
-static sp_status_t read_journal(sp_store_t *st, const char *dir, bool include_external, list_t *order, bool *found,
+static sp_status_t read_journal(sp_store_t *st, const char *dir, bool include_external, dispose_list_t *order, bool *found,
                                 sp_error_t *err)
 {
     char key[PATH_MAX + sizeof SP_DISPOSE_JOURNAL + 1];
@@ -167,7 +147,7 @@ static sp_status_t read_journal(sp_store_t *st, const char *dir, bool include_ex
             sp_error_set_file(err, key);
             return sp_error_set(err, SP_ERR_MALFORMED, SP_NO_OFFSET, "delete", "journal names a path outside the snapshot");
         }
-        if (!push(order, e->valuestring, -1)) {
+        if (!dispose_list_push(order, e->valuestring, -1)) {
             cJSON_Delete(j);
             return sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
         }
@@ -178,7 +158,7 @@ static sp_status_t read_journal(sp_store_t *st, const char *dir, bool include_ex
 }
 
 /* Remove now-empty subdirectories left by nested relative paths, deepest first. */
-static void remove_subdirs(sp_store_t *st, const char *dir, const list_t *deleted)
+static void remove_subdirs(sp_store_t *st, const char *dir, const dispose_list_t *deleted)
 {
     size_t dl = strlen(dir);
     for (uint32_t i = 0; i < deleted->n; i++) {
@@ -194,7 +174,7 @@ static void remove_subdirs(sp_store_t *st, const char *dir, const list_t *delete
     }
 }
 
-static sp_status_t execute(sp_store_t *st, const char *dir, const list_t *order, sp_dispose_result_t *res,
+static sp_status_t execute(sp_store_t *st, const char *dir, const dispose_list_t *order, sp_dispose_result_t *res,
                            sp_error_t *err)
 {
     for (uint32_t i = 0; i < order->n; i++) {
@@ -212,24 +192,9 @@ static sp_status_t execute(sp_store_t *st, const char *dir, const list_t *order,
     return SP_OK;
 }
 
-static void take(list_t *l, uint32_t *n, sp_dispose_item_t **v)
-{
-    *n = l->n;
-    *v = l->v;
-    memset(l, 0, sizeof *l);
-}
-
-static void free_list(list_t *l)
-{
-    for (uint32_t i = 0; i < l->n; i++)
-        free(l->v[i].key);
-    free(l->v);
-    memset(l, 0, sizeof *l);
-}
-
 /* Every deletion goes through a parent directory that is what its name says (no symbolic link on the way,
  * as the local store's delete insists): check them all before the journal is written. */
-static sp_status_t check_paths(const char *dir, const list_t *del, sp_error_t *err)
+static sp_status_t check_paths(const char *dir, const dispose_list_t *del, sp_error_t *err)
 {
     char real[PATH_MAX], parent[PATH_MAX];
     for (uint32_t i = 0; i <= del->n; i++) {
@@ -276,7 +241,7 @@ static bool finish_empty(sp_store_t *st, const char *dir, const sp_dispose_optio
     DIR *d = opendir(dir);
     if (!d)
         return false;
-    list_t left = {0};
+    dispose_list_t left = {0};
     bool only = true;
     struct dirent *e;
     while (only && (e = readdir(d))) {
@@ -284,7 +249,7 @@ static bool finish_empty(sp_store_t *st, const char *dir, const sp_dispose_optio
             continue;
         char key[PATH_MAX];
         snprintf(key, sizeof key, "%s/%s", dir, e->d_name);
-        only = sp_path_stale_temp(e->d_name) && push(&left, key, -1);
+        only = sp_path_stale_temp(e->d_name) && dispose_list_push(&left, key, -1);
     }
     closedir(d);
     if (only && !opts->dry_run) {
@@ -294,8 +259,8 @@ static bool finish_empty(sp_store_t *st, const char *dir, const sp_dispose_optio
         res->directory_removed = only;
     }
     if (only)
-        take(&left, &res->n_deleted, &res->deleted);
-    free_list(&left);
+        dispose_list_take(&left, &res->n_deleted, &res->deleted);
+    dispose_list_free(&left);
     return only;
 }
 
@@ -350,7 +315,7 @@ static sp_status_t dispose_archive(const sp_location_t *loc, const sp_dispose_op
     if ((s = record_check(loc->store_location, opts, res, err)))
         return s;
     res->directory = strdup(loc->store_location);
-    list_t del = {0};
+    dispose_list_t del = {0};
     sp_store_t *local;
     if ((s = sp_store_open_local(&local, err)))
         return s;
@@ -367,7 +332,7 @@ static sp_status_t dispose_archive(const sp_location_t *loc, const sp_dispose_op
                             realpath(loc->store_location, real) ? " to " : "",
                             realpath(loc->store_location, real) ? real : "");
     }
-    push(&del, loc->store_location, ss.size);
+    dispose_list_push(&del, loc->store_location, ss.size);
     res->bytes = ss.size > 0 ? (uint64_t)ss.size : 0;
     if (!opts->dry_run) {
         s = local->ops->remove(local, loc->store_location, err);
@@ -376,7 +341,7 @@ static sp_status_t dispose_archive(const sp_location_t *loc, const sp_dispose_op
             remove_record(local, loc->store_location, res);
     }
     sp_store_close(local);
-    take(&del, &res->n_deleted, &res->deleted);
+    dispose_list_take(&del, &res->n_deleted, &res->deleted);
     return s;
 }
 
@@ -435,10 +400,10 @@ sp_status_t sp_dispose(const char *location, const sp_dispose_options_t *opts, s
     }
     res->directory = strdup(dir);
 
-    list_t order = {0};
+    dispose_list_t order = {0};
     bool found;
     if ((s = read_journal(st, dir, opts->include_external, &order, &found, err))) {
-        free_list(&order);
+        dispose_list_free(&order);
         goto out;
     }
     if (found) {
@@ -446,7 +411,7 @@ sp_status_t sp_dispose(const char *location, const sp_dispose_options_t *opts, s
         s = check_paths(dir, &order, err);
         if (!s && !opts->dry_run)
             s = execute(st, dir, &order, res, err);
-        take(&order, &res->n_deleted, &res->deleted);
+        dispose_list_take(&order, &res->n_deleted, &res->deleted);
         goto out;
     }
 
@@ -476,12 +441,12 @@ sp_status_t sp_dispose(const char *location, const sp_dispose_options_t *opts, s
         /* order: referenced data, then what was asked for, then _metadata */
         if (opts->include_unreferenced)
             for (uint32_t i = 0; i < c.unref.n && !c.nomem; i++)
-                c.nomem |= !push(&c.del, c.unref.v[i].key, c.unref.v[i].size);
+                c.nomem |= !dispose_list_push(&c.del, c.unref.v[i].key, c.unref.v[i].size);
         if (opts->include_external)
             for (uint32_t i = 0; i < c.ext.n && !c.nomem; i++)
                 if (c.ext.v[i].key[0] == '/')
-                    c.nomem |= !push(&c.del, c.ext.v[i].key, c.ext.v[i].size);
-        c.nomem |= !push(&c.del, snap->metadata_path, (int64_t)snap->size);
+                    c.nomem |= !dispose_list_push(&c.del, c.ext.v[i].key, c.ext.v[i].size);
+        c.nomem |= !dispose_list_push(&c.del, snap->metadata_path, (int64_t)snap->size);
         res->bytes += snap->size;
         if (c.nomem)
             s = sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
@@ -493,9 +458,9 @@ sp_status_t sp_dispose(const char *location, const sp_dispose_options_t *opts, s
         if (!s)
             s = execute(st, dir, &c.del, res, err);
     }
-    take(&c.del, &res->n_deleted, &res->deleted);
-    take(&c.ext, &res->n_external, &res->external);
-    take(&c.unref, &res->n_unreferenced, &res->unreferenced);
+    dispose_list_take(&c.del, &res->n_deleted, &res->deleted);
+    dispose_list_take(&c.ext, &res->n_external, &res->external);
+    dispose_list_take(&c.unref, &res->n_unreferenced, &res->unreferenced);
     strmap_free(&c.seen);
     sp_snapshot_close(snap);
 out:
@@ -538,13 +503,13 @@ void sp_dispose_result_free(sp_dispose_result_t *r)
 {
     if (!r)
         return;
-    list_t l;
-    l = (list_t){r->deleted, r->n_deleted, r->n_deleted};
-    free_list(&l);
-    l = (list_t){r->external, r->n_external, r->n_external};
-    free_list(&l);
-    l = (list_t){r->unreferenced, r->n_unreferenced, r->n_unreferenced};
-    free_list(&l);
+    dispose_list_t l;
+    l = (dispose_list_t){r->deleted, r->n_deleted, r->n_deleted};
+    dispose_list_free(&l);
+    l = (dispose_list_t){r->external, r->n_external, r->n_external};
+    dispose_list_free(&l);
+    l = (dispose_list_t){r->unreferenced, r->n_unreferenced, r->n_unreferenced};
+    dispose_list_free(&l);
     free(r->directory);
     free(r->record_warning);
     memset(r, 0, sizeof *r);

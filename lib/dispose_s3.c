@@ -23,41 +23,14 @@
 #include "sp_record.h"
 #include "sp_s3.h"
 #include "sp_snapshot.h"
+#include "paths.h"
 #include "strmap.h"
 
 sp_status_t sp_dispose_s3_(const sp_location_t *loc, const char *location, const sp_dispose_options_t *opts,
                            sp_dispose_result_t *res, sp_error_t *err);
 
-typedef struct list {
-    sp_dispose_item_t *v;
-    uint32_t n, cap;
-} list_t;
-
-static bool push(list_t *l, const char *key, int64_t size)
-{
-    if (l->n == l->cap) {
-        uint32_t cap = l->cap ? l->cap * 2 : 64;
-        sp_dispose_item_t *v = realloc(l->v, cap * sizeof *v);
-        if (!v)
-            return false;
-        l->v = v;
-        l->cap = cap;
-    }
-    l->v[l->n].key = strdup(key);
-    l->v[l->n].size = size;
-    return l->v[l->n++].key != NULL;
-}
-
-static void free_list(list_t *l)
-{
-    for (uint32_t i = 0; i < l->n; i++)
-        free(l->v[i].key);
-    free(l->v);
-    memset(l, 0, sizeof *l);
-}
-
 /* Give the list to the result with keys shown as s3://bucket/key. */
-static bool take(list_t *l, const char *bucket_loc, uint32_t *n, sp_dispose_item_t **v)
+static bool take(dispose_list_t *l, const char *bucket_loc, uint32_t *n, sp_dispose_item_t **v)
 {
     bool ok = true;
     for (uint32_t i = 0; i < l->n; i++) {
@@ -71,30 +44,16 @@ static bool take(list_t *l, const char *bucket_loc, uint32_t *n, sp_dispose_item
         free(l->v[i].key);
         l->v[i].key = full;
     }
-    *n = l->n;
-    *v = l->v;
-    memset(l, 0, sizeof *l);
+    dispose_list_take(l, n, v);
     return ok;
-}
-
-static bool has_dot_segments(const char *k)
-{
-    for (const char *c = k;;) {
-        size_t len = strcspn(c, "/");
-        if ((len == 1 && c[0] == '.') || (len == 2 && c[0] == '.' && c[1] == '.') || (len == 0 && c != k))
-            return true;
-        if (!c[len])
-            return false;
-        c += len + 1;
-    }
 }
 
 static bool inside(const char *key, const char *dir)
 {
     size_t dl = strlen(dir);
     if (dl == 0)
-        return key[0] && !has_dot_segments(key); /* the bucket's root */
-    return strncmp(key, dir, dl) == 0 && key[dl] == '/' && key[dl + 1] && !has_dot_segments(key);
+        return key[0] && !sp_path_has_dot_segments(key); /* the bucket's root */
+    return strncmp(key, dir, dl) == 0 && key[dl] == '/' && key[dl + 1] && !sp_path_has_dot_segments(key);
 }
 
 static char *join(const char *dir, const char *name)
@@ -109,7 +68,7 @@ typedef struct dctx {
     sp_snapshot_t *snap;
     const char *dir, *mkey;
     strmap_t seen;
-    list_t del, ext, ext_same, unref;
+    dispose_list_t del, ext, ext_same, unref;
     bool nomem;
 } dctx_t;
 
@@ -125,18 +84,18 @@ static int plan_ref(const sp_ref_t *ref, void *user)
         /* another bucket, a local file, another scheme: reported, never deleted */
         snprintf(shown, sizeof shown, "%.*s", (int)ref->path.len, (const char *)ref->path.ptr);
         if (strmap_get(&c->seen, shown) == UINT32_MAX)
-            c->nomem |= !strmap_put(&c->seen, shown, 0, NULL) || !push(&c->ext, shown, ref->size);
+            c->nomem |= !strmap_put(&c->seen, shown, 0, NULL) || !dispose_list_push(&c->ext, shown, ref->size);
         return c->nomem;
     }
     if (strmap_get(&c->seen, key) != UINT32_MAX)
         return 0;
     c->nomem |= !strmap_put(&c->seen, key, 0, NULL);
-    bool in = ref->kind == SP_REF_RELATIVE ? !has_dot_segments(key) : inside(key, c->dir);
+    bool in = ref->kind == SP_REF_RELATIVE ? !sp_path_has_dot_segments(key) : inside(key, c->dir);
     int64_t size = ref->kind == SP_REF_SEGMENT ? -1 : ref->size;
     if (in)
-        c->nomem |= !push(&c->del, key, size);
+        c->nomem |= !dispose_list_push(&c->del, key, size);
     else
-        c->nomem |= !push(&c->ext, key, size) || !push(&c->ext_same, key, size);
+        c->nomem |= !dispose_list_push(&c->ext, key, size) || !dispose_list_push(&c->ext_same, key, size);
     return c->nomem;
 }
 
@@ -150,12 +109,12 @@ static int list_unreferenced(const sp_store_entry_t *e, void *user)
     }
     const char *base = strrchr(key, '/') ? strrchr(key, '/') + 1 : key;
     if (strmap_get(&c->seen, key) == UINT32_MAX && strcmp(key, c->mkey) != 0 && strcmp(base, SP_DISPOSE_JOURNAL) != 0)
-        c->nomem |= !push(&c->unref, key, e->st.size);
+        c->nomem |= !dispose_list_push(&c->unref, key, e->st.size);
     free(key);
     return c->nomem;
 }
 
-static sp_status_t write_journal(sp_store_t *st, const char *dir, const char *dir_loc, const list_t *order,
+static sp_status_t write_journal(sp_store_t *st, const char *dir, const char *dir_loc, const dispose_list_t *order,
                                  sp_error_t *err)
 {
     cJSON *j = cJSON_CreateObject();
@@ -181,7 +140,7 @@ static sp_status_t write_journal(sp_store_t *st, const char *dir, const char *di
 }
 
 static sp_status_t read_journal(sp_store_t *st, const char *dir, const char *dir_loc, bool include_external,
-                                list_t *order, bool *found, sp_error_t *err)
+                                dispose_list_t *order, bool *found, sp_error_t *err)
 {
     *found = false;
     char *key = join(dir, SP_DISPOSE_JOURNAL);
@@ -215,20 +174,20 @@ static sp_status_t read_journal(sp_store_t *st, const char *dir, const char *dir
         /* only objects of this bucket, under the snapshot's prefix (elsewhere only when asked again) */
         const char *v = cJSON_IsString(e) ? e->valuestring : "";
         const char *k = strncmp(v, st->location, bl) == 0 && v[bl] == '/' ? v + bl + 1 : NULL;
-        if (k && !inside(k, dir) && !has_dot_segments(k) && !include_external) {
+        if (k && !inside(k, dir) && !sp_path_has_dot_segments(k) && !include_external) {
             cJSON_Delete(j);
             sp_error_set_file(err, where);
             return sp_error_set(err, SP_ERR_REFUSED, SP_NO_OFFSET, "",
                                 "the interrupted dispose was deleting referenced objects outside the snapshot too; "
                                 "run it again with --include-external to finish it");
         }
-        if (!k || has_dot_segments(k)) {
+        if (!k || sp_path_has_dot_segments(k)) {
             cJSON_Delete(j);
             sp_error_set_file(err, where);
             return sp_error_set(err, SP_ERR_MALFORMED, SP_NO_OFFSET, "delete",
                                 "journal names an object outside the snapshot's bucket");
         }
-        if (!push(order, k, -1)) {
+        if (!dispose_list_push(order, k, -1)) {
             cJSON_Delete(j);
             return sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
         }
@@ -239,7 +198,7 @@ static sp_status_t read_journal(sp_store_t *st, const char *dir, const char *dir
 }
 
 /* Data objects (in batches), then the last one (`_metadata`), then the journal. */
-static sp_status_t execute(sp_store_t *st, const char *dir, const list_t *order, sp_dispose_result_t *res,
+static sp_status_t execute(sp_store_t *st, const char *dir, const dispose_list_t *order, sp_dispose_result_t *res,
                            sp_error_t *err)
 {
     sp_status_t s = SP_OK;
@@ -278,7 +237,7 @@ sp_status_t sp_dispose_s3_(const sp_location_t *loc, const char *location, const
     /* the snapshot's prefix: the location itself, or the parent of a metadata object */
     char *dir = strdup(loc->key), *dir_loc = NULL;
     sp_store_stat_t ls;
-    list_t order = {0};
+    dispose_list_t order = {0};
     dctx_t c;
     memset(&c, 0, sizeof c);
     sp_snapshot_t *snap = NULL;
@@ -335,13 +294,13 @@ sp_status_t sp_dispose_s3_(const sp_location_t *loc, const char *location, const
         /* order: referenced data, then what was asked for, then _metadata */
         if (opts->include_unreferenced)
             for (uint32_t i = 0; i < c.unref.n && !c.nomem; i++) {
-                c.nomem |= !push(&c.del, c.unref.v[i].key, c.unref.v[i].size);
+                c.nomem |= !dispose_list_push(&c.del, c.unref.v[i].key, c.unref.v[i].size);
                 res->bytes += c.unref.v[i].size > 0 ? (uint64_t)c.unref.v[i].size : 0;
             }
         if (opts->include_external)
             for (uint32_t i = 0; i < c.ext_same.n && !c.nomem; i++)
-                c.nomem |= !push(&c.del, c.ext_same.v[i].key, c.ext_same.v[i].size);
-        c.nomem |= !push(&c.del, mkey, (int64_t)snap->size);
+                c.nomem |= !dispose_list_push(&c.del, c.ext_same.v[i].key, c.ext_same.v[i].size);
+        c.nomem |= !dispose_list_push(&c.del, mkey, (int64_t)snap->size);
         res->bytes += snap->size;
     }
     if (c.nomem) {
@@ -368,11 +327,11 @@ sp_status_t sp_dispose_s3_(const sp_location_t *loc, const char *location, const
     if (!ok && !s)
         s = sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
 out:
-    free_list(&order);
-    free_list(&c.del);
-    free_list(&c.ext);
-    free_list(&c.ext_same);
-    free_list(&c.unref);
+    dispose_list_free(&order);
+    dispose_list_free(&c.del);
+    dispose_list_free(&c.ext);
+    dispose_list_free(&c.ext_same);
+    dispose_list_free(&c.unref);
     strmap_free(&c.seen);
     sp_snapshot_close(snap);
     free(dir);

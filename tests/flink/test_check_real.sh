@@ -24,67 +24,9 @@
 set -uo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-SCRIPTS="$ROOT/scripts/flink"
-PY=${PYTHON:-python3}
-
-log() { echo "test_check_real: $*" >&2; }
-skip_all() { echo "1..0 # SKIP $*"; exit 0; }
-
-[[ "${SP_SKIP_FLINK:-0}" == "1" ]] && skip_all "SP_SKIP_FLINK=1"
-for tool in java mvn curl "$PY"; do
-    command -v "$tool" >/dev/null 2>&1 || skip_all "$tool not available"
-done
-SP_BIN=${SP_BIN:-build/cli/sp}
-if [[ "$SP_BIN" != /* ]]; then
-    if [[ -x "$PWD/$SP_BIN" ]]; then SP_BIN="$PWD/$SP_BIN"; else SP_BIN="$ROOT/$SP_BIN"; fi
-fi
-[[ -x "$SP_BIN" ]] || skip_all "sp binary $SP_BIN not found"
-
-if [[ -n "${SP_FLINK_VERSIONS:-}" ]]; then
-    VERSIONS=($SP_FLINK_VERSIONS)
-else
-    mapfile -t VERSIONS < <(grep -v '^\s*#' "$SCRIPTS/versions.txt" | awk 'NF {print $1}')
-fi
-[[ ${#VERSIONS[@]} -gt 0 ]] || skip_all "no Flink versions listed"
-declare -A JARS
-for v in "${VERSIONS[@]}"; do
-    "$SCRIPTS/install-flink.sh" "$v" >/dev/null || skip_all "Flink $v download/install unavailable"
-    if ! JARS[$v]=$("$SCRIPTS/build-job.sh" "$v" 2>"${TMPDIR:-/tmp}/sp-check-real-build.$$"); then
-        cat "${TMPDIR:-/tmp}/sp-check-real-build.$$" >&2
-        if grep -qiE 'could not (resolve|transfer)|unknown host|connect|offline' \
-                "${TMPDIR:-/tmp}/sp-check-real-build.$$"; then
-            rm -f "${TMPDIR:-/tmp}/sp-check-real-build.$$"
-            skip_all "Maven artifacts for Flink $v unavailable"
-        fi
-        JARS[$v]=""
-    fi
-done
-rm -f "${TMPDIR:-/tmp}/sp-check-real-build.$$"
-
-TMPROOT=$(mktemp -d "${TMPDIR:-/tmp}/sp-check-real.XXXXXX")
-N=0
-FAILS=0
-CUR_WORK=""
-CUR_VERSION=""
-cleanup() {
-    if [[ -n "$CUR_WORK" ]]; then "$SCRIPTS/cluster.sh" stop "$CUR_VERSION" "$CUR_WORK" >&2 || true; fi
-    if [[ $FAILS -eq 0 && "${SP_FLINK_KEEP:-0}" != "1" ]]; then
-        rm -rf "$TMPROOT"
-    else
-        log "snapshots and cluster logs kept in $TMPROOT"
-    fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-ok() { N=$((N + 1)); echo "ok $N - $*"; }
-not_ok() { N=$((N + 1)); FAILS=$((FAILS + 1)); echo "not ok $N - $*"; }
-# check DESCRIPTION COMMAND...   (command output goes to stderr)
-check() {
-    local d=$1; shift
-    if "$@" >&2; then ok "$d"; else not_ok "$d"; fi
-}
+NAME=test_check_real
+source "$HERE/harness.sh"
+[[ -n "$HAVE_SP" ]] || skip_all "sp binary $SP_BIN not found"
 
 UIDS_NORMAL="source-uid counting-map-uid keyed-process-uid window-uid sink-uid"
 UIDS_CHANGED="source-uid counting-map-uid keyed-process-uid-changed window-uid sink-uid"

@@ -35,71 +35,9 @@
 set -uo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-SCRIPTS="$ROOT/scripts/flink"
-PY=${PYTHON:-python3}
-
-log() { echo "test_real_flink: $*" >&2; }
-skip_all() { echo "1..0 # SKIP $*"; exit 0; }
-
-[[ "${SP_SKIP_FLINK:-0}" == "1" ]] && skip_all "SP_SKIP_FLINK=1"
-for tool in java mvn curl "$PY"; do
-    command -v "$tool" >/dev/null 2>&1 || skip_all "$tool not available"
-done
-
-SP_BIN=${SP_BIN:-build/cli/sp}
-if [[ "$SP_BIN" != /* ]]; then
-    if [[ -x "$PWD/$SP_BIN" ]]; then SP_BIN="$PWD/$SP_BIN"; else SP_BIN="$ROOT/$SP_BIN"; fi
-fi
-HAVE_SP=""
-[[ -x "$SP_BIN" ]] && HAVE_SP=1
+NAME=test_real_flink
+source "$HERE/harness.sh"
 [[ -n "$HAVE_SP" ]] || log "sp binary $SP_BIN not found: sp checks will be skipped"
-
-if [[ -n "${SP_FLINK_VERSIONS:-}" ]]; then
-    VERSIONS=($SP_FLINK_VERSIONS)
-else
-    mapfile -t VERSIONS < <(grep -v '^\s*#' "$SCRIPTS/versions.txt" | awk 'NF {print $1}')
-fi
-[[ ${#VERSIONS[@]} -gt 0 ]] || skip_all "no Flink versions listed"
-
-# Prerequisites that depend on the network (first run only): Flink distributions and the
-# Maven build of the test job. Unavailable downloads mean SKIP, not failure.
-for v in "${VERSIONS[@]}"; do
-    "$SCRIPTS/install-flink.sh" "$v" >/dev/null || skip_all "Flink $v download/install unavailable"
-    if ! jar_err=$("$SCRIPTS/build-job.sh" "$v" 2>&1 >/dev/null); then
-        echo "$jar_err" >&2
-        if grep -qiE 'could not (resolve|transfer)|unknown host|connect|offline' <<<"$jar_err"; then
-            skip_all "Maven artifacts for Flink $v unavailable"
-        fi
-        BUILD_FAILED=1
-    fi
-done
-
-TMPROOT=$(mktemp -d "${TMPDIR:-/tmp}/sp-real-flink.XXXXXX")
-N=0
-FAILS=0
-CUR_WORK=""
-CUR_VERSION=""
-
-cleanup() {
-    if [[ -n "$CUR_WORK" ]]; then "$SCRIPTS/cluster.sh" stop "$CUR_VERSION" "$CUR_WORK" >&2 || true; fi
-    if [[ $FAILS -eq 0 && "${SP_FLINK_KEEP:-0}" != "1" ]]; then
-        rm -rf "$TMPROOT"
-    else
-        log "snapshots and cluster logs kept in $TMPROOT"
-    fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-ok() { N=$((N + 1)); echo "ok $N - $*"; }
-not_ok() { N=$((N + 1)); FAILS=$((FAILS + 1)); echo "not ok $N - $*"; }
-skip() { N=$((N + 1)); echo "ok $N - $1 # SKIP $2"; }
-# check DESCRIPTION COMMAND...   (command output goes to stderr)
-check() {
-    local d=$1; shift
-    if "$@" >&2; then ok "$d"; else not_ok "$d"; fi
-}
 
 if [[ -n "${BUILD_FAILED:-}" ]]; then
     not_ok "build the test job (see stderr)"
