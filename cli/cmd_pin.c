@@ -24,10 +24,15 @@ static sp_status_t record_target(const char *arg, char *out, size_t n, sp_error_
         snprintf(out, n, "%s", loc.store_location);
     } else if (loc.kind == SP_LOC_LOCAL) {
         snprintf(out, n, "%s", loc.key);
-        struct stat st;
+        struct stat st, target;
+        char real[PATH_MAX];
         if (lstat(out, &st) != 0) {
             sp_error_set_file(err, out);
             s = sp_error_set(err, SP_ERR_NOT_FOUND, SP_NO_OFFSET, "", "no such snapshot");
+        } else if (S_ISLNK(st.st_mode) && stat(out, &target) == 0 && S_ISDIR(target.st_mode) && realpath(out, real)) {
+            /* a link to a snapshot directory: the record belongs beside the directory itself, where dispose,
+             * prune and relocate look for it */
+            snprintf(out, n, "%s", real);
         } else if (!S_ISDIR(st.st_mode)) {
             char *slash = strrchr(out, '/');
             if (slash && slash != out)

@@ -26,6 +26,8 @@ static void json_plan(jw_t *w, const sp_snapshot_t *snap, const sp_relocate_plan
     jw_bool(w, plan->rename_whole);
     jw_key(w, "resume");
     jw_bool(w, plan->resume);
+    jw_key(w, "complete");
+    jw_bool(w, plan->complete);
     jw_key(w, "total_bytes");
     jw_uint(w, plan->total_bytes);
     jw_key(w, "rewrites");
@@ -58,12 +60,12 @@ static void json_plan(jw_t *w, const sp_snapshot_t *snap, const sp_relocate_plan
 
 /* `--move` killed after the source's _metadata was deleted: the source no longer opens, but its dispose
  * journal names the destination, and the same command finishes the job.  Otherwise the open error stands. */
-static int resume_move(const char *src, const char *dst, bool json, sp_error_t *open_err)
+static int resume_move(const char *src, const char *dst, bool force, bool json, sp_error_t *open_err)
 {
     sp_relocate_result_t res;
     sp_error_t err;
     sp_error_clear(&err);
-    sp_status_t s = sp_relocate_resume_move(src, dst, &res, &err);
+    sp_status_t s = sp_relocate_resume_move(src, dst, force, &res, &err);
     if (s == SP_ERR_NOT_FOUND)
         return report_error("relocate", open_err, json);
     if (s)
@@ -121,13 +123,15 @@ int cmd_relocate(int argc, char **argv)
         return opts_usage_error(cmd, "give the source snapshot and the destination");
     if (jobs < 1 || jobs > 256)
         return opts_usage_error(cmd, "--jobs must be between 1 and 256");
+    if (zthreads < 0 || zthreads > 256)
+        return opts_usage_error(cmd, "--zstd-threads must be between 0 (one per core) and 256");
     s3_cli_set_jobs((int)jobs); /* S3: at most N transfers in flight per bucket */
     sp_error_t err;
     sp_error_clear(&err);
     sp_snapshot_t *snap;
     sp_status_t s = sp_snapshot_open(argv[0], 0, &snap, &err);
     if (s && move && !dry_run)
-        return resume_move(argv[0], argv[1], json, &err);
+        return resume_move(argv[0], argv[1], force, json, &err);
     if (s)
         return report_error("relocate", &err, json);
     progress_t bar;
@@ -155,14 +159,20 @@ int cmd_relocate(int argc, char **argv)
                snap->dir, plan.dst_display, plan.n_files, plan.n_files == 1 ? "" : "s",
                fmt_iec(plan.total_bytes, b1, sizeof b1), plan.rewrites, plan.rewrites == 1 ? "" : "s",
                plan.rename_whole ? " (same file system: the directory is renamed)"
+               : plan.complete   ? " (the destination already holds this relocation: verifying it)"
                : plan.resume     ? " (finishing an earlier, interrupted run)"
                                  : "");
         if (dry_run)
             for (uint32_t i = 0; i < plan.n_files; i++)
                 printf("  copy %12" PRId64 "  %s -> %s%s\n", plan.files[i].size, plan.files[i].src_key,
                        plan.files[i].dst_rel, plan.files[i].external ? "  (gathered from outside; handle rewritten)" : "");
-        for (uint32_t i = 0; i < plan.n_unreferenced; i++)
-            printf("  %s %s (no state handle references it)\n", unreferenced ? "copy" : "left", plan.unreferenced[i]);
+        for (uint32_t i = 0; i < plan.n_unreferenced; i++) {
+            bool copied = false; /* --include-unreferenced copies regular files only */
+            for (uint32_t k = 0; unreferenced && k < plan.n_files && !copied; k++)
+                copied = plan.files[k].unreferenced && strcmp(plan.files[k].src_key, plan.unreferenced[i]) == 0;
+            printf("  %s %s (no state handle references it%s)\n", copied ? "copy" : "left", plan.unreferenced[i],
+                   unreferenced && !copied ? "; not a regular file" : "");
+        }
     }
     sp_relocate_result_t res = {0};
     if (!dry_run) {

@@ -286,6 +286,43 @@ static void remove_record(sp_store_t *st, const char *dir, sp_dispose_result_t *
     free(path);
 }
 
+/* A resumed --include-external dispose deletes a path outside the directory only when the snapshot's
+ * metadata (still there) references it: the journal lies inside the directory, and whoever can write there
+ * must not be able to name /etc/passwd in it.  With _metadata gone, every outside file was deleted already
+ * (they come before _metadata in the order), so none is deleted again. */
+static sp_status_t keep_referenced_outside(const char *dir, dispose_list_t *order, sp_error_t *err)
+{
+    bool any = false;
+    for (uint32_t i = 0; i < order->n && !any; i++)
+        any = !inside_dir(order->v[i].key, dir);
+    if (!any)
+        return SP_OK;
+    dctx_t c;
+    memset(&c, 0, sizeof c);
+    sp_snapshot_t *snap = NULL;
+    if (sp_snapshot_open(dir, 0, &snap, NULL) == SP_OK) {
+        c.snap = snap;
+        sp_meta_visit_refs(snap->meta, plan_ref, &c);
+    }
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < order->n; i++) {
+        bool keep = inside_dir(order->v[i].key, dir);
+        for (uint32_t k = 0; !keep && k < c.ext.n; k++)
+            keep = strcmp(c.ext.v[k].key, order->v[i].key) == 0;
+        if (keep)
+            order->v[kept++] = order->v[i];
+        else
+            free(order->v[i].key);
+    }
+    order->n = kept;
+    bool nomem = c.nomem;
+    dispose_list_free(&c.del);
+    dispose_list_free(&c.ext);
+    strmap_free(&c.seen);
+    sp_snapshot_close(snap);
+    return nomem ? sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory") : SP_OK;
+}
+
 /* The ownership record's verdict; a refusal force overrode is kept in res->record_warning. */
 static sp_status_t record_check(const char *dir, const sp_dispose_options_t *opts, sp_dispose_result_t *res,
                                 sp_error_t *err)
@@ -408,7 +445,9 @@ sp_status_t sp_dispose(const char *location, const sp_dispose_options_t *opts, s
     }
     if (found) {
         res->resumed = true;
-        s = check_paths(dir, &order, err);
+        s = keep_referenced_outside(dir, &order, err);
+        if (!s)
+            s = check_paths(dir, &order, err);
         if (!s && !opts->dry_run)
             s = execute(st, dir, &order, res, err);
         dispose_list_take(&order, &res->n_deleted, &res->deleted);

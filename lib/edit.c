@@ -580,37 +580,6 @@ nomem:
     return 1;
 }
 
-static int mkdirs(const char *path)
-{
-    char tmp[PATH_MAX * 2];
-    if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    for (char *p = tmp + 1; *p; p++)
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-                return -1;
-            *p = '/';
-        }
-    return mkdir(tmp, 0755) != 0 && errno != EEXIST ? -1 : 0;
-}
-
-static int mkdirs_parent(const char *path)
-{
-    char tmp[PATH_MAX * 2];
-    if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    char *s = strrchr(tmp, '/');
-    if (!s || s == tmp)
-        return 0;
-    *s = '\0';
-    return mkdirs(tmp);
-}
-
 /* Reflink, else hard link (unless forbidden), else copy, src -> dst (a new file). */
 static sp_status_t place_local(const char *src, const char *dst, int64_t size, bool no_hardlink,
                                sp_edit_write_result_t *res, sp_error_t *err)
@@ -797,11 +766,11 @@ static sp_status_t write_output(sp_snapshot_t *snap, const sp_edit_write_options
         place_t *p = &c.v[i];
         snprintf(path, sizeof path, "%s/%s", tmp, p->rel);
         if (p->dir) {
-            if (mkdirs(path) != 0)
+            if (sp_fs_mkdirs(path) != 0)
                 s = io_fail(err, path, "cannot create directory");
             continue;
         }
-        if (mkdirs_parent(path) != 0) {
+        if (sp_fs_mkdirs_parent(path) != 0) {
             s = io_fail(err, path, "cannot create the parent directory");
             break;
         }

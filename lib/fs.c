@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,4 +117,35 @@ sp_status_t sp_fs_read_all(const char *path, char **out, size_t *len, sp_error_t
     *out = b;
     *len = n;
     return SP_OK;
+}
+
+int sp_fs_mkdirs(const char *path)
+{
+    char tmp[PATH_MAX * 2];
+    if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    for (char *p = tmp + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+                return -1;
+            *p = '/';
+        }
+    return mkdir(tmp, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+int sp_fs_mkdirs_parent(const char *path)
+{
+    char tmp[PATH_MAX * 2];
+    if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    char *s = strrchr(tmp, '/');
+    if (!s || s == tmp)
+        return 0;
+    *s = '\0';
+    return sp_fs_mkdirs(tmp);
 }

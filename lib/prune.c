@@ -7,6 +7,7 @@
 #include "sp_prune.h"
 
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -117,6 +118,38 @@ static void decide_group(sp_catalog_t *cat, sp_prune_plan_t *plan, const sort_ke
             break;
         }
     }
+    /* ... and so does the newest by time: checkpoint IDs start again at 1 when a job with a fixed job ID
+     * (application mode with HA) is redeployed without restoring, and then the highest ID is not the
+     * latest state.  The complete snapshot whose _metadata was written last stays too. */
+    bool *tried = calloc(n, sizeof *tried);
+    for (;;) {
+        int64_t best_ms = INT64_MIN;
+        sp_prune_decision_t *best = NULL;
+        uint32_t best_r = 0;
+        for (uint32_t r = 0; r < n && tried; r++) {
+            sp_prune_decision_t *d = &plan->decisions[keys[r].decision];
+            const sp_catalog_entry_t *e = &cat->entries[d->entry];
+            if (!tried[r] && e->complete != SP_COMPLETE_NO && e->mtime_ms > best_ms) {
+                best_ms = e->mtime_ms;
+                best = d;
+                best_r = r;
+            }
+        }
+        if (!best)
+            break;
+        sp_catalog_entry_t *e = &cat->entries[best->entry];
+        if (e->complete == SP_COMPLETE_UNCHECKED)
+            sp_catalog_verify_entry(e, NULL);
+        tried[best_r] = true;
+        if (e->complete == SP_COMPLETE_YES) {
+            if (best->dispose) {
+                best->dispose = false;
+                best->reason = SP_PRUNE_KEEP_NEWEST_COMPLETE;
+            }
+            break;
+        }
+    }
+    free(tried);
     for (uint32_t r = 0; r < n; r++) {
         sp_prune_decision_t *d = &plan->decisions[keys[r].decision];
         if (d->dispose && cat->entries[d->entry].record.pins) {

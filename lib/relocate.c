@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 
 #include "sp_dispose.h"
+#include "sp_fs.h"
 #include "sp_record.h"
 #include "sp_verify.h"
 #include "paths.h"
@@ -116,11 +117,16 @@ static bool assign_dst(pctx_t *c, uint32_t idx, const char *wanted)
     char name[PATH_MAX];
     snprintf(name, sizeof name, "%s", wanted);
     for (unsigned n = 1;; n++) {
+        /* a gathered file never takes a name of sp's own at the top of the destination */
+        bool reserved = f->external && (strcmp(name, "_metadata") == 0 || strncmp(name, ".sp-", 4) == 0 ||
+                                        strstr(name, ".sp-tmp-") != NULL);
         uint32_t existing;
-        if (!strmap_put(&c->pv->by_dst, name, idx, &existing))
-            return false;
-        if (existing == UINT32_MAX || existing == idx)
-            break;
+        if (!reserved) {
+            if (!strmap_put(&c->pv->by_dst, name, idx, &existing))
+                return false;
+            if (existing == UINT32_MAX || existing == idx)
+                break;
+        }
         snprintf(name, sizeof name, "ext-%u-%s", n, base_name(wanted));
     }
     f->dst_rel = xstrdup(name);
@@ -327,6 +333,24 @@ static bool same_or_nested(const char *a, const char *b)
     return strncmp(a, b, n) == 0 && (a[n] == '\0' || a[n] == '/');
 }
 
+/* Whether `path` or one of its existing ancestors is the directory `anc` (same device and inode): names
+ * cannot show a second mount of one directory (a bind mount, the same NFS share or volume at two paths). */
+static bool within_by_inode(const char *path, const struct stat *anc)
+{
+    char p[PATH_MAX];
+    if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p)
+        return false;
+    for (;;) {
+        struct stat st;
+        if (stat(p, &st) == 0 && st.st_dev == anc->st_dev && st.st_ino == anc->st_ino)
+            return true;
+        char *slash = strrchr(p, '/');
+        if (!slash || slash == p)
+            return false;
+        *slash = '\0';
+    }
+}
+
 sp_status_t sp_relocate_plan(sp_snapshot_t *snap, const char *dst, const sp_relocate_options_t *opts,
                              sp_relocate_plan_t *plan, sp_error_t *err)
 {
@@ -359,6 +383,18 @@ sp_status_t sp_relocate_plan(sp_snapshot_t *snap, const char *dst, const sp_relo
         }
     }
     plan->archive = pv->dst.kind == SP_LOC_ARCHIVE;
+    size_t dl = strlen(dst);
+    if (!plan->archive && dl > 1 && dst[dl - 1] == '/') {
+        char *bare = xstrdup(dst);
+        while (bare && strlen(bare) > 1 && bare[strlen(bare) - 1] == '/')
+            bare[strlen(bare) - 1] = '\0';
+        bool arc = bare && sp_is_archive_name(bare);
+        free(bare);
+        if (arc)
+            return sp_error_set(err, SP_ERR_INVALID, SP_NO_OFFSET, "destination",
+                                "%s names an archive but ends in '/': drop the slash to write an archive, or choose "
+                                "a directory name without an archive extension", dst);
+    }
     pv->dst_dir_key = xstrdup(pv->dst.key);
     bool dst_s3 = pv->dst.kind == SP_LOC_S3;
     if (dst_s3) {
@@ -381,6 +417,12 @@ sp_status_t sp_relocate_plan(sp_snapshot_t *snap, const char *dst, const sp_relo
     bool clash = same_or_nested(dst_path, src_path) || (src_is_dir && same_or_nested(src_path, dst_path));
     if (!clash && realpath(src_path, real_src) && real_path_of(dst_path, real_dst))
         clash = same_or_nested(real_dst, real_src) || (src_is_dir && same_or_nested(real_src, real_dst));
+    struct stat src_st, dst_st;
+    if (!clash && !src_s3 && !dst_s3 && stat(src_path, &src_st) == 0) {
+        clash = within_by_inode(dst_path, &src_st);
+        if (!clash && src_is_dir && stat(dst_path, &dst_st) == 0 && S_ISDIR(dst_st.st_mode))
+            clash = within_by_inode(src_path, &dst_st);
+    }
     if (clash)
         return sp_error_set(err, SP_ERR_REFUSED, SP_NO_OFFSET, "destination",
                             "the destination is the source snapshot, lies inside it or contains it");
@@ -501,6 +543,7 @@ sp_status_t sp_relocate_plan(sp_snapshot_t *snap, const char *dst, const sp_relo
                                 "the destination already exists; relocate writes only to a new location");
         }
         plan->resume = true;
+        plan->complete = true;
         pv->archive_complete = plan->archive;
     }
 
@@ -988,7 +1031,9 @@ static void move_record(const char *src_path, const char *dst_path, bool rename_
 {
     char *from = sp_record_path(src_path), *to = sp_record_path(dst_path);
     struct stat fs, ts;
-    if (from && to && lstat(from, &fs) == 0 && S_ISREG(fs.st_mode) && lstat(to, &ts) != 0) {
+    struct stat ds;
+    bool stale_to = lstat(dst_path, &ds) != 0; /* a record beside nothing speaks for no snapshot */
+    if (from && to && lstat(from, &fs) == 0 && S_ISREG(fs.st_mode) && (lstat(to, &ts) != 0 || stale_to)) {
         sp_store_t *local;
         uint8_t *buf = NULL;
         size_t len = 0;
@@ -1020,9 +1065,12 @@ static const char *source_path(const sp_snapshot_t *snap)
     return strcmp(snap->store->ops->name, "archive") == 0 ? snap->store->location : NULL;
 }
 
-static sp_status_t finish_move(sp_snapshot_t *snap, const char *dst_path, sp_relocate_result_t *res, sp_error_t *err)
+static sp_status_t finish_move(sp_snapshot_t *snap, const char *dst_path, const sp_relocate_options_t *opts,
+                               sp_relocate_result_t *res, sp_error_t *err)
 {
-    sp_dispose_options_t dopts = {.moved_to = dst_path};
+    /* the plan checked the record already (and printed what force overrode): the same verdict here */
+    sp_dispose_options_t dopts = {.moved_to = dst_path, .force = opts->force, .record_query = opts->record_query,
+                                  .record_query_user = opts->record_query_user};
     const char *src = source_path(snap);
     if (src && dst_path && dst_path[0] == '/')
         move_record(src, dst_path, false);
@@ -1049,6 +1097,12 @@ static sp_status_t take_lock(const char *dir, char **out, sp_error_t *err)
 {
     *out = NULL;
     char *path = join_key(dir, ".sp-relocate.lock");
+    if (path && sp_fs_mkdirs_parent(dir) != 0) {
+        sp_error_set_file(err, dir);
+        free(path);
+        return sp_error_set(err, SP_ERR_IO, SP_NO_OFFSET, "", "cannot create the destination's parent: %s",
+                            strerror(errno));
+    }
     if (!path || mkdir(dir, 0755) != 0) {
         if (path && errno != EEXIST) {
             sp_error_set_file(err, dir);
@@ -1126,13 +1180,15 @@ sp_status_t sp_relocate_run(sp_snapshot_t *snap, sp_relocate_plan_t *plan, const
         res->metadata_location = plan->archive ? xstrdup(plan->dst_display) : join_key(pv->dst_loc, "_metadata");
         if (plan->archive)
             clean_stale(pv, true);
-        return opts->move ? finish_move(snap, final_path(plan), res, err) : SP_OK;
+        return opts->move ? finish_move(snap, final_path(plan), opts, res, err) : SP_OK;
     }
     if ((pv->dst_exists || plan->archive) && pv->dst.kind != SP_LOC_S3)
         clean_stale(pv, plan->archive); /* temporary files of runs that were killed (S3 has none) */
 
     if (plan->rename_whole) {
-        /* --move on one file system: the directory itself moves, in constant time */
+        /* --move on one file system: the directory itself moves, in constant time.  Its ownership record is
+         * written beside the destination first, so no moment leaves the moved snapshot without its pins */
+        move_record(snap->dir_key, pv->dst.key, false);
         if ((s = snap->local->ops->rename(snap->local, snap->dir_key, pv->dst.key, err)))
             return s;
         if (plan->rewrites) {
@@ -1172,7 +1228,10 @@ sp_status_t sp_relocate_run(sp_snapshot_t *snap, sp_relocate_plan_t *plan, const
         res->files_copied = 0;
         res->bytes_copied = 0;
         res->source_deleted = true;
-        move_record(snap->dir_key, pv->dst.key, true);
+        char *old_record = sp_record_path(snap->dir_key);
+        if (old_record)
+            unlink(old_record); /* the copy beside the destination was written before the rename */
+        free(old_record);
         res->metadata_location = join_key(pv->dst.key, "_metadata");
         return SP_OK;
     }
@@ -1255,11 +1314,12 @@ sp_status_t sp_relocate_run(sp_snapshot_t *snap, sp_relocate_plan_t *plan, const
         res->metadata_location = plan->archive ? xstrdup(plan->dst_display) : join_key(pv->dst_loc, "_metadata");
     free(mkey);
     if (!s && opts->move)
-        s = finish_move(snap, final_path(plan), res, err);
+        s = finish_move(snap, final_path(plan), opts, res, err);
     return s;
 }
 
-sp_status_t sp_relocate_resume_move(const char *src, const char *dst, sp_relocate_result_t *res, sp_error_t *err)
+sp_status_t sp_relocate_resume_move(const char *src, const char *dst, bool force, sp_relocate_result_t *res,
+                                    sp_error_t *err)
 {
     memset(res, 0, sizeof *res);
     char *moved = sp_dispose_moved_to(src);
@@ -1274,7 +1334,9 @@ sp_status_t sp_relocate_resume_move(const char *src, const char *dst, sp_relocat
             sp_snapshot_t *d = open_verified(dst);
             if (d) {
                 sp_dispose_result_t dres;
-                sp_status_t s = sp_dispose(sl.key, NULL, &dres, err);
+                sp_dispose_options_t dopts = {.force = force};
+                move_record(sl.key, d->dir, false);
+                sp_status_t s = sp_dispose(sl.key, &dopts, &dres, err);
                 sp_dispose_result_free(&dres);
                 if (!s) {
                     res->source_deleted = true;

@@ -31,6 +31,16 @@ sp_status_t sp_fs_write_atomic(const char *path, const void *buf, size_t len, bo
  */
 sp_status_t sp_fs_read_all(const char *path, char **out, size_t *len, sp_error_t *err);
 
+/**
+ * Create the directory `path` and its missing parents (mode 0755), like
+ * `mkdir -p`; an existing directory is fine.  Returns 0, or -1 with errno set
+ * (ENAMETOOLONG for a path longer than 2 * PATH_MAX; what mkdir(2) sets).
+ */
+int sp_fs_mkdirs(const char *path);
+
+/** sp_fs_mkdirs() of the directory that holds `path` (nothing for "/x" or "x"). */
+int sp_fs_mkdirs_parent(const char *path);
+
 #ifdef __cplusplus
 }
 #endif

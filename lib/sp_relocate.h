@@ -74,6 +74,7 @@ typedef struct sp_relocate_plan {
     bool archive;             /* destination is an archive */
     bool rename_whole;        /* --move on one local file system: the directory is renamed */
     bool resume;              /* the destination holds a journal of an earlier run of the same relocation */
+    bool complete;            /* the destination already holds exactly this relocation, verified (resume is set too) */
     void *priv_;
     char *record_warning;     /* move: what force overrode in the source's ownership record (NULL: nothing) */
 } sp_relocate_plan_t;
@@ -119,6 +120,8 @@ sp_status_t sp_relocate_run(sp_snapshot_t *snap, sp_relocate_plan_t *plan, const
  * (compared by real path); it is verified again, then the deletion of SRC is
  * finished from its journal (or, when the journal is gone too and SRC holds
  * nothing but sp's temporary files, SRC is removed once DST verifies).
+ * `force` is what --force was: the source's ownership record is consulted
+ * again only in that last case (a journal means the check was passed).
  * result->files_* stay 0; source_deleted and
  * metadata_location are set.  Local source directories only.
  * Errors: SP_ERR_NOT_FOUND (SRC holds no journal of an interrupted move),
@@ -126,7 +129,8 @@ sp_status_t sp_relocate_run(sp_snapshot_t *snap, sp_relocate_plan_t *plan, const
  * sp_verify (the destination does not verify: nothing more is deleted) and
  * of sp_dispose.
  */
-sp_status_t sp_relocate_resume_move(const char *src, const char *dst, sp_relocate_result_t *result, sp_error_t *err);
+sp_status_t sp_relocate_resume_move(const char *src, const char *dst, bool force, sp_relocate_result_t *result,
+                                    sp_error_t *err);
 
 /** Free a plan / result (NULL allowed). */
 void sp_relocate_plan_free(sp_relocate_plan_t *plan);

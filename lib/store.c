@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static char *xstrndup(const char *s, size_t n)
@@ -161,6 +162,21 @@ sp_status_t sp_location_parse(const char *text, sp_location_t *out, sp_error_t *
     char *outer = xstrndup(p, outer_len);
     if (!outer)
         return sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
+    if (!inner && !sp_is_archive_name(outer)) {
+        /* "backup.tar.zst/" (a shell completing a name adds no slash, but people do): the archive, when that
+         * is an existing file */
+        size_t n = strlen(outer);
+        while (n > 1 && outer[n - 1] == '/')
+            n--;
+        char *bare = xstrndup(outer, n);
+        struct stat bs;
+        if (bare && n < strlen(outer) && sp_is_archive_name(bare) && stat(bare, &bs) == 0 && !S_ISDIR(bs.st_mode)) {
+            free(outer);
+            outer = bare;
+            bare = NULL;
+        }
+        free(bare);
+    }
     if (inner || sp_is_archive_name(outer)) {
         out->kind = SP_LOC_ARCHIVE;
         out->store_location = normalise_local(outer);

@@ -411,5 +411,26 @@ ok(rc == 2, "pin without a snapshot is a usage error", err)
 rc, out, _ = sp("unpin", "--help")
 ok(rc == 0 and "usage: sp unpin" in out, "unpin --help", out)
 
+# a link to a snapshot directory: the pin goes beside the directory itself, where dispose looks
+target = savepoint(tmp, "linked/savepoint-%s-0000000000e1" % JOB_A, 1, 1, 41)
+link = os.path.join(tmp, "link-to-sp")
+os.symlink(target, link)
+rc, _, err = sp("pin", link, "--reason", "via link")
+ok(rc == 0 and os.path.exists(target + ".sp-record.json") and not os.path.lexists(link + ".sp-record.json"),
+   "pin through a symlink writes the record beside the real directory", err)
+rc, _, err = sp("dispose", target)
+ok(rc == 6 and "via link" in err and os.path.isdir(target), "and dispose of the directory honours it", err)
+
+# checkpoint IDs that started again (a fixed job ID redeployed without restoring): the newest by time stays
+reroot = os.path.join(tmp, "restarted")
+old_sp = savepoint(reroot, "savepoint-%s-0000000000f1" % JOB_A, 500, 200, 51)  # high ID, 200 days old
+new_sp = savepoint(reroot, "savepoint-%s-0000000000f2" % JOB_A, 3, 1, 52)      # ID 3, yesterday
+rc, js, err = sp_json("prune", "--json", "--dry-run", reroot, "--keep-last", "1")
+S = {os.path.basename(d["path"]): d for d in (js or {}).get("snapshots", [])}
+ok(rc == 0 and S.get(os.path.basename(new_sp), {}).get("action") == "keep" and
+   S[os.path.basename(new_sp)]["reason"] == "newest-complete" and S[os.path.basename(old_sp)]["action"] == "keep",
+   "prune --keep-last 1 keeps the highest ID and the newest by time (IDs restarted): nothing disposed",
+   err + json.dumps(js)[:1500])
+
 shutil.rmtree(tmp, ignore_errors=True)
 done()

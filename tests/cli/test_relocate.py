@@ -638,6 +638,96 @@ def section_fixtures():
     ok(rc == 0 and not os.path.exists(larc) and not os.path.exists(larc + ".sp-record.json"),
        "dispose of the archive by its own path removes it and its record", "%d %s" % (rc, err))
     os.remove(link)
+    # the same directory through a second mount (bind mount, one NFS share at two paths): refused by inode
+    bsrc = gen(os.path.join(base, "bind-src"))
+    bmnt = os.path.join(base, "bind-mnt")
+    os.makedirs(bmnt)
+    if subprocess.run(["mount", "--bind", bsrc, bmnt], capture_output=True).returncode == 0:
+        try:
+            before = tree(bsrc)
+            rc, _, err = sp("relocate", "--move", bsrc, bmnt)
+            ok(rc == 6 and tree(bsrc) == before, "--move onto the source through a bind mount is refused (exit 6)",
+               "%d %s" % (rc, err))
+        finally:
+            subprocess.run(["umount", bmnt], capture_output=True)
+    else:
+        skip("--move onto the source through a bind mount is refused", "mount --bind not permitted here")
+    # --move --force of a pinned snapshot to another file system: the copy path disposes with --force too
+    shm = tempfile.mkdtemp(dir="/dev/shm") if os.path.isdir("/dev/shm") else None
+    if shm and os.stat(shm).st_dev != os.stat(base).st_dev:
+        try:
+            pf = gen(os.path.join(base, "pinned-xdev"))
+            assert sp("pin", pf, "--reason", "keep")[0] == 0
+            pdst = os.path.join(shm, "pinned-xdev")
+            rc, _, err = sp("relocate", "--move", "--force", pf, pdst)
+            ok(rc == 0 and not os.path.exists(pf) and not os.path.exists(pf + ".sp-record.json") and
+               "keep" in open(pdst + ".sp-record.json").read() and "pinned" in err,
+               "--move --force of a pinned snapshot to another file system: copied, source deleted, pin follows",
+               "%d %s" % (rc, err))
+        finally:
+            shutil.rmtree(shm, ignore_errors=True)
+    else:
+        skip("--move --force of a pinned snapshot to another file system", "no second file system at /dev/shm")
+    # missing parents of the destination are created
+    deep = os.path.join(base, "new", "a", "b", "dst")
+    rc, _, err = sp("relocate", mva if os.path.exists(mva) else gen(os.path.join(base, "for-deep")), deep)
+    ok(rc == 0 and sp("verify", deep)[0] == 0, "relocate creates the destination's missing parents", err)
+    # an archive name with a trailing slash: refused before anything is written; reading one works
+    slash_src = gen(os.path.join(base, "for-slash"))
+    rc, _, err = sp("relocate", slash_src, os.path.join(base, "slash.tar.zst") + "/")
+    ok(rc == 2 and not os.path.lexists(os.path.join(base, "slash.tar.zst")) and "ends in '/'" in err,
+       "relocate to ARCHIVE/ (trailing slash) is refused (exit 2), nothing written", "%d %s" % (rc, err))
+    sarc = os.path.join(base, "slash.tar.zst")
+    assert sp("relocate", slash_src, sarc)[0] == 0
+    rc, _, err = sp("inspect", sarc + "/")
+    ok(rc == 0, "inspect ARCHIVE/ reads the archive", err)
+    # gathered files never take sp's own names (_metadata, .sp-relocate.json)
+    rn = gen(os.path.join(base, "reserved"), "--kind", "checkpoint", "--shared-files", "2")
+    rc, exported, _ = sp("metadata", "export", rn)
+    doc = json.loads(exported)
+    renamed = 0
+    for op in doc["operators"]:
+        for st in op["subtasks"]:
+            for sh in (st.get("managed_keyed_state") or {}).get("shared_state", []) if isinstance(st.get("managed_keyed_state"), dict) else []:
+                h = sh["handle"]
+                if renamed < 2 and h.get("path", "").startswith("file:") and \
+                        os.path.basename(h["path"]) not in ("_metadata", ".sp-relocate.json"):
+                    old = h["path"][len("file:"):]
+                    new = os.path.join(os.path.dirname(old), ("_metadata", ".sp-relocate.json")[renamed])
+                    os.rename(old, new)
+                    for op2 in doc["operators"]:  # every handle of that file
+                        for st2 in op2["subtasks"]:
+                            for sh2 in (st2.get("managed_keyed_state") or {}).get("shared_state", []):
+                                if sh2["handle"].get("path") == "file:" + old:
+                                    sh2["handle"]["path"] = "file:" + new
+                    renamed += 1
+    os.remove(os.path.join(rn, "_metadata"))
+    assert sp("metadata", "import", "-", os.path.join(rn, "_metadata"), stdin=json.dumps(doc).encode())[0] == 0
+    for tag, dst in (("directory", os.path.join(base, "reserved-copy")), ("archive", os.path.join(base, "reserved.tar.zst"))):
+        rc, plan, err = sp_json("relocate", "--json", rn, dst)
+        names = [f["destination"] for f in plan["files"]] if plan else []
+        ok(renamed == 2 and rc == 0 and sp("verify", dst)[0] == 0 and "_metadata" not in names and
+           ".sp-relocate.json" not in names and any(n.startswith("ext-") and n.endswith("_metadata") for n in names),
+           "gathered files named _metadata / .sp-relocate.json get ext-N- names (%s)" % tag,
+           "%d %s %r" % (rc, err, names))
+    # a dispose journal written by hand cannot name an outside file, even with --include-external
+    tj = gen(os.path.join(base, "tampered"))
+    victim = os.path.join(base, "victim-file")
+    with open(victim, "w") as f:
+        f.write("precious")
+    with open(os.path.join(tj, ".sp-dispose.json"), "w") as f:
+        json.dump({"sp": "dispose", "schema_version": 1, "directory": tj,
+                   "delete": [victim, os.path.join(tj, "_metadata")]}, f)
+    rc, _, err = sp("dispose", "--include-external", tj)
+    ok(os.path.isfile(victim), "a hand-written journal naming an unreferenced outside file: not deleted", "%d %s" % (rc, err))
+    # --include-unreferenced copies regular files only, and says which it left
+    iu = gen(os.path.join(base, "iu"))
+    os.symlink(victim, os.path.join(iu, "extfile"))
+    rc, out, err = sp("relocate", "--include-unreferenced", iu, os.path.join(base, "iu-copy"))
+    ok(rc == 0 and "left %s" % os.path.join(iu, "extfile") in out and "not a regular file" in out and
+       not os.path.lexists(os.path.join(base, "iu-copy", "extfile")),
+       "--include-unreferenced leaves a symlink and says so", out + err)
+
     # a resumed relocation counts only the bytes it copied
     if INJECT:
         bs = gen(os.path.join(base, "bytes"), "--parallelism", "4")
