@@ -45,23 +45,6 @@ static uint32_t parallelism_unchecked(const sp_check_result_t *r)
     return n;
 }
 
-/* s with control characters shown as \xNN (a stored uid must not reach the terminal raw); malloc'd */
-static char *term_safe(const char *s)
-{
-    size_t n = strlen(s);
-    char *o = malloc(n * 4 + 1), *q = o;
-    if (!o)
-        return NULL;
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p < 0x20 || *p == 0x7f)
-            q += sprintf(q, "\\x%02X", *p);
-        else
-            *q++ = (char)*p;
-    }
-    *q = '\0';
-    return o;
-}
-
 static int read_file_into(const char *cmdname, const char *path, char **text, size_t *len, bool json)
 {
     sp_error_t err;

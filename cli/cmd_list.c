@@ -123,7 +123,9 @@ static const bool right[COLS] = {false, false, false, false, true, true, true, f
 
 static void row_cells(const sp_catalog_entry_t *e, char cells[COLS][4096])
 {
-    snprintf(cells[0], 96, "%s", e->path);
+    char *shown = term_safe(e->path);
+    snprintf(cells[0], 4096, "%s", shown ? shown : e->path);
+    free(shown);
     snprintf(cells[1], 96, "%s", e->job[0] ? e->job : "-");
     snprintf(cells[2], 96, "%s", kind_of(e) ? kind_of(e) : "-");
     snprintf(cells[3], 96, "%s", format_of(e) ? format_of(e) : "-");

@@ -91,7 +91,9 @@ static void row_cells(const sp_prune_decision_t *d, const sp_catalog_entry_t *e,
                       char cells[COLS][300])
 {
     snprintf(cells[0], 300, "%s", action_text(d, o->dry_run));
-    snprintf(cells[1], 300, "%s", e->path);
+    char *shown = term_safe(e->path);
+    snprintf(cells[1], 300, "%s", shown ? shown : e->path);
+    free(shown);
     snprintf(cells[2], 300, "%s", e->job[0] ? e->job : "-");
     if (e->has_metadata)
         snprintf(cells[3], 300, "%" PRId64, e->checkpoint_id);

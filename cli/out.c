@@ -354,3 +354,20 @@ void jw_null(jw_t *w)
 }
 
 void jw_end(jw_t *w) { fputc('\n', w->f); }
+
+/* s with control characters shown as \xNN (a stored uid must not reach the terminal raw); malloc'd */
+char *term_safe(const char *s)
+{
+    size_t n = strlen(s);
+    char *o = malloc(n * 4 + 1), *q = o;
+    if (!o)
+        return NULL;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p < 0x20 || *p == 0x7f)
+            q += sprintf(q, "\\x%02X", *p);
+        else
+            *q++ = (char)*p;
+    }
+    *q = '\0';
+    return o;
+}

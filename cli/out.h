@@ -42,6 +42,9 @@ char *mutf8_display(sp_str_t s);
 int term_width(const char *s);
 /* Print s left-aligned in exactly `width` columns, cut with "…" when wider. */
 void term_cell(FILE *f, const char *s, int width);
+/* s with control characters shown as \xNN, so that a stored uid or a newline in a directory name cannot
+ * reach the terminal raw or split a table row; malloc'd (NULL when out of memory). */
+char *term_safe(const char *s);
 
 /* As mutf8_display, with control characters also shown as \xNN: for the terminal. */
 char *mutf8_term(sp_str_t s);

@@ -503,6 +503,17 @@ sp_status_t sp_catalog_scan(const char *root, const sp_catalog_options_t *opts, 
         return sp_error_set(err, e == ENOENT ? SP_ERR_NOT_FOUND : SP_ERR_IO, SP_NO_OFFSET, "", "cannot open: %s",
                             strerror(e));
     }
+    char real[PATH_MAX];
+    if (S_ISLNK(st.st_mode) && realpath(out->root, real) && lstat(real, &st) == 0 && S_ISDIR(st.st_mode)) {
+        /* ROOT itself may be a link to the directory (/flink/savepoints -> /mnt/...): the snapshots are
+         * listed, and pruned, at their real place (no deletion ever passes a link); links below ROOT are
+         * still not followed */
+        char *r = strdup(real);
+        if (!r)
+            return sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
+        free(out->root);
+        out->root = r;
+    }
     scan_t sc = {out, 0, strlen(out->root), opts && opts->verify, false};
     if (S_ISREG(st.st_mode) && sp_is_archive_name(out->root)) {
         sc.root_len = strlen(out->root); /* the root itself is the one entry: path "." */

@@ -432,5 +432,13 @@ ok(rc == 0 and S.get(os.path.basename(new_sp), {}).get("action") == "keep" and
    "prune --keep-last 1 keeps the highest ID and the newest by time (IDs restarted): nothing disposed",
    err + json.dumps(js)[:1500])
 
+# ROOT a symlink to the directory: listed (and pruned) at the real place; a newline in a name stays one row
+nl_root = os.path.join(tmp, "nl-root")
+savepoint(nl_root, "savepoint-%s-0000000000a\nb" % JOB_A, 1, 1, 61)
+os.symlink(nl_root, os.path.join(tmp, "nl-link"))
+rc, out, err = sp("list", os.path.join(tmp, "nl-link"))
+ok(rc == 0 and "0000000000a\\x0Ab" in out and len(out.strip().splitlines()) == 4,
+   "list of a symlinked ROOT works; a newline in a name is shown as \\x0A (one row)", out + err)
+
 shutil.rmtree(tmp, ignore_errors=True)
 done()
