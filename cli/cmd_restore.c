@@ -16,6 +16,10 @@
  *     is false exactly when the snapshot was claimed (CLAIM);
  *  5. --wait-released (NO_CLAIM) waits for a completed checkpoint with a
  *     higher ID, marks the record released and says the snapshot may go.
+ * A jar uploaded with --jar is deleted again once the cluster answered the
+ * submission (--keep-jar keeps it).  --timeout is one deadline for the
+ * whole command (the client's total timeout); without it the wait for
+ * RUNNING is bounded by 10 minutes and --wait-released by nothing.
  */
 #include <limits.h>
 #include <stdio.h>
@@ -39,6 +43,7 @@ typedef struct result {
     bool released;
     int64_t released_checkpoint;
     const char *record;
+    bool jar_deleted;        /* the jar sp uploaded was deleted again */
 } result_t;
 
 static void print_json(const result_t *r, const sp_flink_t *fl, const sp_flink_version_t *v, const sp_error_t *err)
@@ -56,6 +61,8 @@ static void print_json(const result_t *r, const sp_flink_t *fl, const sp_flink_v
     if (v && v->text[0]) jw_str(&w, v->text); else jw_null(&w);
     jw_key(&w, "jar_id");
     if (r->jar_id) jw_str(&w, r->jar_id); else jw_null(&w);
+    jw_key(&w, "jar_deleted");
+    jw_bool(&w, r->jar_deleted);
     jw_key(&w, "claim_mode");
     jw_str(&w, r->mode);
     jw_key(&w, "job_id");
@@ -75,20 +82,46 @@ static void print_json(const result_t *r, const sp_flink_t *fl, const sp_flink_v
     jw_key(&w, "record");
     if (r->record) jw_str(&w, r->record); else jw_null(&w);
     jw_key(&w, "error");
-    if (err) {
-        jw_obj(&w);
-        jw_key(&w, "code");
-        jw_str(&w, sp_status_token(err->code));
-        jw_key(&w, "exit_code");
-        jw_int(&w, exit_code_for(err->code));
-        jw_key(&w, "message");
-        jw_str(&w, err->message);
-        jw_obj_end(&w);
-    } else {
-        jw_null(&w);
-    }
+    jw_error(&w, err);
     jw_obj_end(&w);
     jw_end(&w);
+}
+
+/* Delete the jar sp uploaded (unless --keep-jar): a session cluster keeps every upload until deleted, and the
+ * submitted job no longer needs it.  A failure is a warning.  True when it was deleted. */
+static bool drop_jar(sp_flink_t *fl, const char *uploaded, bool keep)
+{
+    if (!uploaded)
+        return false;
+    if (keep) {
+        fprintf(stderr, "Kept the uploaded jar on the cluster (--keep-jar): jar ID %s\n", uploaded);
+        return false;
+    }
+    sp_error_t e;
+    sp_error_clear(&e);
+    if (sp_flink_jar_delete(fl, uploaded, &e) != SP_OK) {
+        fprintf(stderr, "sp restore: warning: the uploaded jar %s could not be deleted from the cluster: %s\n", uploaded,
+                e.message);
+        return false;
+    }
+    return true;
+}
+
+/* "60 s", "1.5 s" */
+static const char *fmt_secs(int64_t ms, char buf[32])
+{
+    if (ms % 1000 == 0)
+        snprintf(buf, 32, "%lld s", (long long)(ms / 1000));
+    else
+        snprintf(buf, 32, "%.1f s", (double)ms / 1000);
+    return buf;
+}
+
+static int64_t mono_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* The path Flink gets: a local path made absolute; anything with a scheme as given. */
@@ -100,21 +133,23 @@ static void flink_path(const char *arg, char *out, size_t n)
 
 int cmd_restore(int argc, char **argv)
 {
-    flink_cli_t c = {.timeout_per_wait = true};
+    flink_cli_t c = {0}; /* --timeout bounds the whole command: the client's total timeout */
     const char *jar_id = NULL, *jar = NULL, *mode_s = "NO_CLAIM", *entry = NULL;
     long parallelism = 0;
-    bool allow_nr = false, wait_released = false, force = false;
+    bool allow_nr = false, wait_released = false, force = false, keep_jar = false;
     cli_list_t args = {0};
     const cli_option_t opts[] = {
         {"jar-id", 0, OPT_STRING, &jar_id, "ID", "a jar already uploaded to the cluster (its GET /jars lists them)"},
-        {"jar", 0, OPT_STRING, &jar, "FILE", "upload this jar first"},
+        {"jar", 0, OPT_STRING, &jar, "FILE", "upload this jar first (deleted from the cluster once the job is submitted)"},
+        {"keep-jar", 0, OPT_FLAG, &keep_jar, NULL, "with --jar: leave the uploaded jar on the cluster"},
         {"claim-mode", 0, OPT_STRING, &mode_s, "MODE", "CLAIM, NO_CLAIM (default) or LEGACY (deprecated); any case"},
         {"allow-non-restored-state", 'n', OPT_FLAG, &allow_nr, NULL, "skip state that maps to no operator of the job"},
         {"entry-class", 'c', OPT_STRING, &entry, "CLASS", "the job's main class (default: the jar's manifest)"},
         {"parallelism", 'p', OPT_INT, &parallelism, "P", "the job's default parallelism"},
         {"arg", 0, OPT_LIST, &args, "ARG", "a program argument (repeatable; arguments after -- are added too)"},
         {"wait-released", 0, OPT_FLAG, &wait_released, NULL, "NO_CLAIM: wait until the job no longer needs the snapshot"},
-        {"timeout", 0, OPT_STRING, &c.timeout, "DURATION", "bound each wait (RUNNING: default 10m; --wait-released: none)"},
+        {"timeout", 0, OPT_STRING, &c.timeout, "DURATION", "bound the whole command (default: 10m for the job to run, "
+                                                            "no limit for --wait-released)"},
         {"force", 0, OPT_FLAG, &force, NULL, "restore although the ownership record forbids it (warning)"},
         {"rest-url", 0, OPT_STRING, &c.rest_url, "URL", FLINK_CLI_REST_URL_HELP},
         {"json", 0, OPT_FLAG, &c.json, NULL, "one JSON object: job ID, claim mode, what the cluster reports"},
@@ -129,6 +164,8 @@ int cmd_restore(int argc, char **argv)
         return opts_usage_error(cmd, "give the snapshot to restore");
     if (!jar_id == !jar)
         return opts_usage_error(cmd, "give exactly one of --jar-id ID and --jar FILE");
+    if (keep_jar && !jar)
+        return opts_usage_error(cmd, "--keep-jar goes with --jar FILE (a jar given by --jar-id is never deleted)");
     sp_flink_claim_mode_t mode;
     if (!sp_flink_claim_mode_parse(mode_s, &mode))
         return opts_usage_error(cmd, "--claim-mode must be CLAIM, NO_CLAIM or LEGACY, not '%s'", mode_s);
@@ -188,6 +225,9 @@ int cmd_restore(int argc, char **argv)
     sp_flink_version_t v;
     memset(&v, 0, sizeof v);
     char *uploaded = NULL;
+    /* one deadline for everything from here on: upload, submission, RUNNING, --wait-released (the client's
+     * total timeout bounds every request and wait; this copy bounds sp's own polling below) */
+    int64_t deadline = timeout > 0 ? mono_now_ms() + timeout : INT64_MAX;
     sp_status_t s = flink_cli_open(&c, &fl, &err);
     if (!s)
         s = sp_flink_get_version(fl, &v, &err);
@@ -228,6 +268,7 @@ int cmd_restore(int argc, char **argv)
     }
     if (s) {
         res.job[0] = '\0';
+        res.jar_deleted = drop_jar(fl, uploaded, keep_jar);
         if (c.json)
             print_json(&res, fl, &v, &err);
         sp_flink_close(fl);
@@ -239,7 +280,27 @@ int cmd_restore(int argc, char **argv)
         .savepoint_path = spath, .claim_mode = mode, .allow_non_restored_state = allow_nr, .entry_class = entry,
         .parallelism = (int)parallelism, .args = all_args, .n_args = nargs, .job_id = res.job};
     char got[33];
-    s = sp_flink_jar_run(fl, jar_id, &req, got, &err);
+    bool rejected = true;
+    s = sp_flink_jar_run(fl, jar_id, &req, got, &rejected, &err);
+    /* submitted or refused: the cluster has what it needs of the jar (with no answer, the cluster may still be
+     * reading it: it stays) */
+    if (!s || rejected)
+        res.jar_deleted = drop_jar(fl, uploaded, keep_jar);
+    else if (uploaded)
+        fprintf(stderr, "sp restore: note: the uploaded jar %s stays on the cluster (the submission may still be "
+                        "running)\n", uploaded);
+    if (s && !rejected) {
+        /* no answer: the cluster may still start the job, which would then use the snapshot; the restore stays
+         * recorded (sp dispose asks the cluster about the job, and a job it does not know releases it) */
+        size_t l = strlen(err.message);
+        snprintf(err.message + l, sizeof err.message - l, "; the cluster may still start job %s: its restore stays "
+                 "in the record", res.job);
+        if (c.json)
+            print_json(&res, fl, &v, &err);
+        sp_flink_close(fl);
+        free(uploaded);
+        return report_error("restore", &err, false);
+    }
     if (s) {
         /* the cluster did not take the job: it does not use the snapshot */
         if (local)
@@ -275,17 +336,24 @@ int cmd_restore(int argc, char **argv)
     }
 
     char state[24] = "";
-    s = sp_flink_wait_running(fl, res.job, timeout == -2 ? DEFAULT_RUNNING_TIMEOUT_MS : timeout, state, &err);
+    s = sp_flink_wait_running(fl, res.job, timeout == -2 ? DEFAULT_RUNNING_TIMEOUT_MS : 0, state, &err);
     res.state = state;
     /* what the cluster reports about the restore (statistics can lag a few seconds behind) */
     sp_flink_checkpoints_t ck;
     memset(&ck, 0, sizeof ck);
     bool checked = false;
+    char dur[32];
     for (int i = 0; !s && i < 40; i++) {
         sp_flink_checkpoints_free(&ck);
         s = sp_flink_checkpoints(fl, res.job, &ck, &err);
         if (s || !ck.enabled || ck.has_restored) {
             checked = !s;
+            break;
+        }
+        if (mono_now_ms() + 250 >= deadline) {
+            s = sp_error_set(&err, SP_ERR_REST, SP_NO_OFFSET, "", "timed out after %s waiting for the cluster to "
+                             "report job %s's restore (job %s; GET /jobs/:id/checkpoints has no latest.restored yet)",
+                             fmt_secs(timeout, dur), res.job, state);
             break;
         }
         struct timespec ts = {0, 250000000L};
@@ -331,7 +399,7 @@ int cmd_restore(int argc, char **argv)
         } else {
             int64_t rid = res.snapshot_id >= 0 ? res.snapshot_id : res.restored_id;
             fprintf(stderr, "Waiting for job %s to complete a checkpoint after %lld...\n", res.job, (long long)rid);
-            s = sp_flink_wait_released(fl, res.job, rid, timeout > 0 ? timeout : 0, &res.released_checkpoint, &err);
+            s = sp_flink_wait_released(fl, res.job, rid, 0, &res.released_checkpoint, &err);
             if (!s) {
                 res.released = true;
                 if (local)

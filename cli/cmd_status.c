@@ -3,8 +3,14 @@
  * stop-with-savepoint started with --detached (or by anyone, with any
  * trigger ID).  stdout: IN_PROGRESS, or the savepoint location once it
  * completed; a failure is exit 5 with Flink's cause.
+ *
+ * When it sees the operation complete, it writes the savepoint's ownership
+ * record from the pending record sp trigger / sp stop left (sp_record.h):
+ * the command that started it, its format and drain flag.  A stop must
+ * have ended the job, as sp stop checks.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "commands.h"
@@ -49,6 +55,46 @@ int cmd_status(int argc, char **argv)
     sp_flink_operation_t op;
     sp_status_t s = wait ? sp_flink_savepoint_wait(fl, job, trig, timeout, &op, &err)
                          : sp_flink_savepoint_status(fl, job, trig, &op, &err);
+    /* what sp trigger / sp stop knew when the operation started (sp_record.h, pending records) */
+    sp_record_origin_t pend;
+    char pend_dirs[2][4096];
+    int npd = 0;
+    bool have_pend = false;
+    if (op.completed) {
+        char d[4096];
+        const char *loc = op.location ? op.location : op.stop_savepoint;
+        if (loc && flink_cli_local_dir(loc, d, sizeof d)) {
+            char *slash = strrchr(d, '/');
+            if (slash && slash != d) {
+                *slash = '\0';
+                snprintf(pend_dirs[npd++], sizeof pend_dirs[0], "%s", d);
+            }
+        }
+        if (sp_record_pending_user_dir(getenv("XDG_STATE_HOME"), getenv("HOME"), false, d, sizeof d, NULL) == SP_OK)
+            snprintf(pend_dirs[npd++], sizeof pend_dirs[0], "%s", d);
+        for (int i = 0; i < npd && !have_pend; i++)
+            sp_record_pending_load(pend_dirs[i], job, trig, &pend, &have_pend, NULL);
+    }
+    bool stop = have_pend && strcmp(pend.by, "sp stop") == 0, not_stopped = false;
+    if (!s && op.completed && stop) {
+        /* a stop must have ended the job: an earlier savepoint's trigger ID gets that savepoint back instead */
+        char st[24];
+        sp_error_t e;
+        sp_error_clear(&e);
+        if (sp_flink_wait_stopped(fl, job, 0, st, &e) != SP_OK) {
+            if (st[0] && strcmp(st, "RUNNING") == 0)
+                s = sp_error_set(&err, SP_ERR_REST, SP_NO_OFFSET, "",
+                                 "job %s is still RUNNING after its stop-with-savepoint %s completed: trigger ID %s "
+                                 "already belonged to a savepoint of the job (%.200s), and the job was not stopped; "
+                                 "retry sp stop without --trigger-id", job, trig, trig, op.location);
+            else if (st[0])
+                s = sp_error_set(&err, SP_ERR_REST, SP_NO_OFFSET, "", "%s; the job was not stopped", e.message);
+            else
+                fprintf(stderr, "sp status: warning: the savepoint completed, but whether job %s ended could not be "
+                                "checked: %s\n", job, e.message);
+            not_stopped = s != SP_OK;
+        }
+    }
     bool unchecked = false;
     sp_error_t why;
     sp_error_clear(&why);
@@ -69,7 +115,8 @@ int cmd_status(int argc, char **argv)
             sp_record_free(&rr);
             sp_flink_version_t v;
             if (!had && sp_flink_get_version(fl, &v, NULL) == SP_OK)
-                rec = flink_cli_record_origin("sp status", job, trig, fl, &v, "", false, op.location);
+                rec = have_pend ? flink_cli_record_origin(pend.by, job, trig, fl, &v, pend.format, pend.drain, op.location)
+                                : flink_cli_record_origin("sp status", job, trig, fl, &v, "", false, op.location);
             else if (had) {
                 static char p[4096 + 32];
                 snprintf(p, sizeof p, "%s%s", dir, SP_RECORD_SUFFIX);
@@ -77,19 +124,34 @@ int cmd_status(int argc, char **argv)
             }
         }
     }
-    const char *state = op.failure_class ? "FAILED" : op.completed ? "COMPLETED" : s ? "ERROR" : "IN_PROGRESS";
+    else if (op.stop_savepoint && stop) {
+        sp_flink_version_t v;
+        if (sp_flink_get_version(fl, &v, NULL) == SP_OK)
+            rec = flink_cli_record_origin(pend.by, job, trig, fl, &v, pend.format, pend.drain, op.stop_savepoint);
+    }
+    if (op.completed)
+        for (int i = 0; i < npd; i++)
+            sp_record_pending_remove(pend_dirs[i], job, trig, NULL);
+    const char *state = op.failure_class                ? "FAILED"
+                        : op.completed && !not_stopped ? "COMPLETED"
+                        : s                            ? "ERROR"
+                                                       : "IN_PROGRESS";
     if (c.json) {
         jw_t w;
         jw_init(&w, stdout, true);
         jw_obj(&w);
         jw_key(&w, "schema_version");
         jw_int(&w, 1);
+        jw_key(&w, "command");
+        jw_str(&w, "status");
         jw_key(&w, "job_id");
         jw_str(&w, job);
         jw_key(&w, "trigger_id");
         jw_str(&w, trig);
         jw_key(&w, "cluster");
         jw_str(&w, sp_flink_url(fl));
+        jw_key(&w, "operation");
+        if (have_pend) jw_str(&w, stop ? "stop" : "savepoint"); else jw_null(&w);
         jw_key(&w, "status");
         jw_str(&w, state);
         jw_key(&w, "location");
@@ -110,7 +172,7 @@ int cmd_status(int argc, char **argv)
             jw_null(&w);
         }
         jw_key(&w, "error");
-        if (s) jw_str(&w, err.message); else jw_null(&w);
+        jw_error(&w, s ? &err : NULL);
         jw_obj_end(&w);
         jw_end(&w);
     }

@@ -7,6 +7,12 @@
  * retried request (or a rerun with --trigger-id) never starts a second
  * savepoint.  stdout gets the result alone (the location, or with
  * --detached the trigger ID); progress goes to stderr.
+ *
+ * A stop is confirmed: Flink answers a stop whose trigger ID an earlier
+ * savepoint used with that savepoint and does not stop the job, so after
+ * the savepoint the job must have ended.  Until the operation completed,
+ * a pending record keeps what it was (sp status writes the ownership
+ * record from it).
  */
 #include <limits.h>
 #include <stdio.h>
@@ -20,7 +26,8 @@
 
 static void json_result(const char *cmd, const char *job, const char *trig, const sp_flink_t *fl,
                         const sp_flink_version_t *v, const char *dir, const char *fmt, bool drain, bool stop,
-                        bool detached, const sp_flink_operation_t *op, const char *record, const sp_error_t *err)
+                        bool detached, const char *status, const sp_flink_operation_t *op, const char *record,
+                        const sp_error_t *err)
 {
     jw_t w;
     jw_init(&w, stdout, true);
@@ -48,7 +55,7 @@ static void json_result(const char *cmd, const char *job, const char *trig, cons
     jw_key(&w, "detached");
     jw_bool(&w, detached);
     jw_key(&w, "status");
-    jw_str(&w, op && op->failure_class ? "FAILED" : op && op->completed ? "COMPLETED" : err ? "ERROR" : "IN_PROGRESS");
+    jw_str(&w, status);
     jw_key(&w, "location");
     if (op && op->location) jw_str(&w, op->location); else if (op && op->stop_savepoint) jw_str(&w, op->stop_savepoint); else jw_null(&w);
     jw_key(&w, "record");
@@ -67,20 +74,87 @@ static void json_result(const char *cmd, const char *job, const char *trig, cons
         jw_null(&w);
     }
     jw_key(&w, "error");
-    if (err) {
-        jw_obj(&w);
-        jw_key(&w, "code");
-        jw_str(&w, sp_status_token(err->code));
-        jw_key(&w, "exit_code");
-        jw_int(&w, exit_code_for(err->code));
-        jw_key(&w, "message");
-        jw_str(&w, err->message);
-        jw_obj_end(&w);
-    } else {
-        jw_null(&w);
-    }
+    jw_error(&w, err);
     jw_obj_end(&w);
     jw_end(&w);
+}
+
+static void make_origin(sp_record_origin_t *o, const char *by, const char *job, const char *trig, const sp_flink_t *fl,
+                        const sp_flink_version_t *v, const char *fmt, bool drain, const char *location)
+{
+    memset(o, 0, sizeof *o);
+    snprintf(o->by, sizeof o->by, "%s", by);
+    snprintf(o->job_id, sizeof o->job_id, "%s", job);
+    snprintf(o->trigger_id, sizeof o->trigger_id, "%s", trig);
+    o->time_ms = flink_cli_now_ms();
+    snprintf(o->cluster, sizeof o->cluster, "%s", sp_flink_url(fl));
+    snprintf(o->flink_version, sizeof o->flink_version, "%s", v ? v->text : "");
+    snprintf(o->format, sizeof o->format, "%s", fmt ? fmt : "");
+    o->drain = drain;
+    snprintf(o->location, sizeof o->location, "%s", location);
+}
+
+/*
+ * Keep the pending record of an operation just triggered (sp_record.h): in
+ * the target directory when it is a local directory (where sp status finds
+ * it beside the savepoint, from any machine that sees it), else in the
+ * user's state directory.  *where gets the directory used, "" when none.
+ */
+static void pending_save(const char *cmd, const char *target, const sp_record_origin_t *o, char *where, size_t n)
+{
+    where[0] = '\0';
+    char d[PATH_MAX];
+    sp_error_t e;
+    sp_error_clear(&e);
+    if ((flink_cli_local_dir(target, d, sizeof d) && sp_record_pending_save(d, o, &e) == SP_OK) ||
+        (sp_record_pending_user_dir(getenv("XDG_STATE_HOME"), getenv("HOME"), true, d, sizeof d, &e) == SP_OK &&
+         sp_record_pending_save(d, o, &e) == SP_OK)) {
+        snprintf(where, n, "%s", d);
+        return;
+    }
+    fprintf(stderr, "sp %s: note: no pending record written (%s): if sp status completes this operation, the "
+                    "ownership record cannot say which command started it\n", cmd, e.message);
+}
+
+/* The error of a stop that did not stop the job: Flink answered with the savepoint of an earlier trigger. */
+static sp_status_t not_stopped(sp_error_t *err, const char *trig, const char *job, const char *location)
+{
+    return sp_error_set(err, SP_ERR_REST, SP_NO_OFFSET, "",
+                        "trigger ID %s already belonged to a savepoint of job %s; the job was not stopped; retry "
+                        "without --trigger-id (Flink answered with that savepoint: %.200s)", trig, job,
+                        location ? location : "?");
+}
+
+/*
+ * After a stop's savepoint completed: the job must have left RUNNING (Flink
+ * deduplicates by job and trigger ID, so a trigger ID an earlier savepoint
+ * used gets that savepoint back and the job runs on).  False, with *err
+ * set, when the job still runs; a cluster that cannot be asked is a
+ * warning.  (sp status does the same for a detached stop.)
+ */
+static bool confirm_stopped(const char *cmd, sp_flink_t *fl, const char *job, const char *trig, bool own_trigger_id,
+                            const char *location, sp_error_t *err)
+{
+    char st[24];
+    sp_error_t e;
+    sp_error_clear(&e);
+    sp_status_t s = sp_flink_wait_stopped(fl, job, 0, st, &e);
+    if (!s)
+        return true;
+    if (!st[0]) {
+        fprintf(stderr, "sp %s: warning: the savepoint completed, but whether job %s ended could not be checked: %s\n",
+                cmd, job, e.message);
+        return true;
+    }
+    if (own_trigger_id && strcmp(st, "RUNNING") == 0) {
+        not_stopped(err, trig, job, location);
+    } else {
+        *err = e;
+        size_t l = strlen(err->message);
+        snprintf(err->message + l, sizeof err->message - l, "; the savepoint is at %.200s, but the job was not stopped",
+                 location ? location : "?");
+    }
+    return false;
 }
 
 /* Write the "created" entry of the savepoint's ownership record; returns the record path (static) or NULL. */
@@ -94,16 +168,7 @@ const char *flink_cli_record_origin(const char *by, const char *job, const char 
         return NULL;
     }
     sp_record_origin_t o;
-    memset(&o, 0, sizeof o);
-    snprintf(o.by, sizeof o.by, "%s", by);
-    snprintf(o.job_id, sizeof o.job_id, "%s", job);
-    snprintf(o.trigger_id, sizeof o.trigger_id, "%s", trig);
-    o.time_ms = flink_cli_now_ms();
-    snprintf(o.cluster, sizeof o.cluster, "%s", sp_flink_url(fl));
-    snprintf(o.flink_version, sizeof o.flink_version, "%s", v ? v->text : "");
-    snprintf(o.format, sizeof o.format, "%s", fmt ? fmt : "");
-    o.drain = drain;
-    snprintf(o.location, sizeof o.location, "%s", location);
+    make_origin(&o, by, job, trig, fl, v, fmt, drain, location);
     sp_error_t err;
     sp_error_clear(&err);
     if (sp_record_set_origin(dir, &o, &err) != SP_OK) {
@@ -213,19 +278,32 @@ int flink_cli_savepoint(int argc, char **argv, bool stop)
     memset(&v, 0, sizeof v);
     sp_flink_savepoint_request_t req = {.target_dir = dir, .format = fmt, .stop = stop, .drain = drain, .trigger_id = trig};
     sp_status_t s = sp_flink_get_version(fl, &v, &err);
+    if (!s && stop && trigger_id) {
+        /* Flink answers a stop whose trigger ID an earlier savepoint used with that savepoint, and stops nothing */
+        bool reused = false;
+        char *prev = NULL;
+        if (sp_flink_stop_trigger_reused(fl, jobl, trig, &reused, &prev, NULL) == SP_OK && reused)
+            s = not_stopped(&err, trig, jobl, prev);
+        free(prev);
+    }
     if (!s)
         s = sp_flink_savepoint_trigger(fl, jobl, &req, &err);
     if (s) {
         if (c.json)
-            json_result(name, jobl, trig, fl, &v, dir, fmt_name, drain, stop, detached, NULL, NULL, &err);
+            json_result(name, jobl, trig, fl, &v, dir, fmt_name, drain, stop, detached, "ERROR", NULL, NULL, &err);
         sp_flink_close(fl);
         return report_error(name, &err, false);
     }
+    /* what sp knows now, for whoever sees the operation complete (sp status after --detached or a timeout) */
+    sp_record_origin_t pending;
+    make_origin(&pending, stop ? "sp stop" : "sp trigger", jobl, trig, fl, &v, fmt_name, drain, "");
+    char pending_dir[PATH_MAX];
+    pending_save(name, dir, &pending, pending_dir, sizeof pending_dir);
     if (detached) {
         fprintf(stderr, "%s in detached mode; follow it with: sp status %s %s\n",
                 stop ? "Stop-with-savepoint triggered" : "Savepoint triggered", jobl, trig);
         if (c.json)
-            json_result(name, jobl, trig, fl, &v, dir, fmt_name, drain, stop, true, NULL, NULL, NULL);
+            json_result(name, jobl, trig, fl, &v, dir, fmt_name, drain, stop, true, "IN_PROGRESS", NULL, NULL, NULL);
         else
             printf("%s\n", trig);
         sp_flink_close(fl);
@@ -234,12 +312,17 @@ int flink_cli_savepoint(int argc, char **argv, bool stop)
     fprintf(stderr, "Waiting for the savepoint...\n");
     sp_flink_operation_t op;
     s = sp_flink_savepoint_wait(fl, jobl, trig, timeout, &op, &err);
+    bool stopped = true;
+    if (!s && stop)
+        stopped = confirm_stopped(name, fl, jobl, trig, trigger_id != NULL, op.location, &err);
+    if (!stopped)
+        s = err.code;
     bool unchecked = false;
     sp_error_t why;
     sp_error_clear(&why);
     if (!s)
         s = flink_cli_check_location(op.location, &unchecked, &why);
-    if (s)
+    if (s && stopped)
         err = why.code ? why : err;
     if (!s && unchecked)
         flink_cli_warn_unchecked(name, op.location, &why);
@@ -248,9 +331,13 @@ int flink_cli_savepoint(int argc, char **argv, bool stop)
         rec = flink_cli_record_origin(stop ? "sp stop" : "sp trigger", jobl, trig, fl, &v, fmt_name, drain, op.location);
     else if (op.stop_savepoint)
         rec = flink_cli_record_origin("sp stop", jobl, trig, fl, &v, fmt_name, drain, op.stop_savepoint);
+    if (op.completed && pending_dir[0])
+        sp_record_pending_remove(pending_dir, jobl, trig, NULL);
     int rc = EXIT_OK_;
-    if (c.json)
-        json_result(name, jobl, trig, fl, &v, dir, fmt_name, drain, stop, false, &op, rec, s ? &err : NULL);
+    if (c.json) {
+        const char *st = op.failure_class ? "FAILED" : !stopped ? "ERROR" : op.completed ? "COMPLETED" : "ERROR";
+        json_result(name, jobl, trig, fl, &v, dir, fmt_name, drain, stop, false, st, &op, rec, s ? &err : NULL);
+    }
     if (s) {
         rc = flink_cli_fail(name, &err, op.failure_trace, c.verbose, false);
     } else {

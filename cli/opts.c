@@ -127,7 +127,8 @@ int opts_parse(const cli_command_t *cmd, const cli_option_t *opts, int argc, cha
         if (r)
             return r;
     }
-    /* the global --verbose (taken out of argv by s3_cli_extract) also turns on a command's own */
+    /* the global --verbose (taken out of argv by s3_cli_extract; given before the command name too, see
+     * main.c) also turns on a command's own */
     const cli_option_t *v = opts_global_verbose ? find_long(opts, "verbose", 7) : NULL;
     if (v && v->type == OPT_FLAG)
         set_value(cmd, v, NULL);

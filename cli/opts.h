@@ -41,7 +41,12 @@ typedef struct cli_command {
  */
 int opts_parse(const cli_command_t *cmd, const cli_option_t *opts, int argc, char **argv, int *npos);
 
-/* Set when the global --verbose was given (cli/s3_config.c): opts_parse then sets a command's own --verbose. */
+/*
+ * Set when the global --verbose was given, anywhere on the command line or
+ * (as --verbose or -v) before the command name (cli/main.c moves it behind;
+ * cli/s3_config.c takes it out of argv): opts_parse then sets a command's
+ * own --verbose.
+ */
 extern bool opts_global_verbose;
 
 /* Print "usage: sp NAME USAGE" and the option table to stdout. */

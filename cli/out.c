@@ -39,24 +39,33 @@ int report_error(const char *cmd, const sp_error_t *err, bool json)
         jw_key(&w, "schema_version");
         jw_int(&w, 1);
         jw_key(&w, "error");
-        jw_obj(&w);
-        jw_key(&w, "code");
-        jw_str(&w, sp_status_token(err->code));
-        jw_key(&w, "exit_code");
-        jw_int(&w, exit_code_for(err->code));
-        jw_key(&w, "message");
-        jw_str(&w, err->message);
-        jw_key(&w, "file");
-        if (err->file[0]) jw_str(&w, err->file); else jw_null(&w);
-        jw_key(&w, "offset");
-        if (err->offset != SP_NO_OFFSET) jw_uint(&w, err->offset); else jw_null(&w);
-        jw_key(&w, "field");
-        if (err->field[0]) jw_str(&w, err->field); else jw_null(&w);
-        jw_obj_end(&w);
+        jw_error(&w, err);
         jw_obj_end(&w);
         jw_end(&w);
     }
     return exit_code_for(err->code);
+}
+
+void jw_error(jw_t *w, const sp_error_t *err)
+{
+    if (!err || err->code == SP_OK) {
+        jw_null(w);
+        return;
+    }
+    jw_obj(w);
+    jw_key(w, "code");
+    jw_str(w, sp_status_token(err->code));
+    jw_key(w, "exit_code");
+    jw_int(w, exit_code_for(err->code));
+    jw_key(w, "message");
+    jw_str(w, err->message);
+    jw_key(w, "file");
+    if (err->file[0]) jw_str(w, err->file); else jw_null(w);
+    jw_key(w, "offset");
+    if (err->offset != SP_NO_OFFSET) jw_uint(w, err->offset); else jw_null(w);
+    jw_key(w, "field");
+    if (err->field[0]) jw_str(w, err->field); else jw_null(w);
+    jw_obj_end(w);
 }
 
 const char *fmt_iec(uint64_t bytes, char *buf, size_t n)

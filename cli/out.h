@@ -74,4 +74,8 @@ void jw_bool(jw_t *w, bool v);
 void jw_null(jw_t *w);
 void jw_end(jw_t *w);                              /* final newline */
 
+/* The "error" member's value of every --json output: null (err NULL or SP_OK), or
+ * {"code", "exit_code", "message", "file", "offset", "field"} as report_error prints it. */
+void jw_error(jw_t *w, const sp_error_t *err);
+
 #endif

@@ -58,6 +58,20 @@ static void sleep_ms(long ms)
 
 static char *xstrdup(const char *s) { return s ? strdup(s) : NULL; }
 
+static bool final_state(const char *st);
+
+/* "60 s", "1.5 s", "250 ms": a duration for messages. */
+static const char *fmt_dur(int64_t ms, char buf[32])
+{
+    if (ms < 1000)
+        snprintf(buf, 32, "%lld ms", (long long)ms);
+    else if (ms % 1000 == 0)
+        snprintf(buf, 32, "%lld s", (long long)(ms / 1000));
+    else
+        snprintf(buf, 32, "%.1f s", (double)ms / 1000);
+    return buf;
+}
+
 void sp_flink_redact_url(const char *url, char *out, size_t n)
 {
     const char *scheme_end = strstr(url, "://");
@@ -125,6 +139,22 @@ void sp_flink_close(sp_flink_t *fl)
 }
 
 const char *sp_flink_url(const sp_flink_t *fl) { return fl ? fl->display : ""; }
+
+/*
+ * The deadline of a wait of timeout_ms (<= 0: none) inside the client's
+ * total timeout (sp_flink_options_t.total_timeout_ms), whichever ends
+ * first; *bound_ms gets the duration a timeout message names (0: none).
+ */
+static int64_t wait_deadline(const sp_flink_t *fl, int64_t timeout_ms, int64_t *bound_ms)
+{
+    int64_t d = timeout_ms > 0 ? mono_ms() + timeout_ms : INT64_MAX;
+    *bound_ms = timeout_ms > 0 ? timeout_ms : 0;
+    if (fl->deadline < d) {
+        d = fl->deadline;
+        *bound_ms = fl->o.total_timeout_ms;
+    }
+    return d;
+}
 
 static size_t on_data(char *ptr, size_t size, size_t nmemb, void *user)
 {
@@ -218,9 +248,13 @@ static sp_status_t http(sp_flink_t *fl, const char *method, const char *path, co
         curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
         if (mime) {
             curl_easy_setopt(c, CURLOPT_MIMEPOST, mime);
-            /* uploads may be large: bound by stalls, not by total time */
+            /* uploads may be large: bound by stalls, and by the total timeout when there is one */
             curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
             curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
+            if (fl->deadline != INT64_MAX) {
+                int64_t left = fl->deadline - mono_ms();
+                curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, left < 1000 ? 1000L : (long)left);
+            }
         } else {
             long tmo = fl->o.request_timeout_ms;
             int64_t left = fl->deadline - mono_ms();
@@ -262,7 +296,11 @@ static sp_status_t http(sp_flink_t *fl, const char *method, const char *path, co
             again = true; /* leader election (section 1): nothing was done */
         bool out_of_time = mono_ms() + delay >= fl->deadline;
         if (!again || attempt >= fl->o.max_attempts || out_of_time) {
-            if (cc == CURLE_OPERATION_TIMEDOUT)
+            char dur[32];
+            if (cc == CURLE_OPERATION_TIMEDOUT && fl->deadline != INT64_MAX && mono_ms() >= fl->deadline - 100)
+                s = sp_error_set(err, SP_ERR_REST, SP_NO_OFFSET, "", "timed out after %s waiting for the cluster to "
+                                 "answer %s %s%s", fmt_dur(fl->o.total_timeout_ms, dur), method, fl->display, path);
+            else if (cc == CURLE_OPERATION_TIMEDOUT)
                 s = sp_error_set(err, SP_ERR_REST, SP_NO_OFFSET, "",
                                  "%s %s%s: no answer from the cluster in time (%s)%s: is the address that of a Flink "
                                  "JobManager's REST endpoint, and is it responsive?", method, fl->display, path, what,
@@ -339,6 +377,33 @@ static void summarize_trace(const char *trace, char *out, size_t n)
         snprintf(out, n, "%s", o);
     else
         snprintf(out, n, "%s (caused by %s)", o, r);
+}
+
+/* Put a prefix before the message of an error already set. */
+static void prefix_error(sp_error_t *err, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+static void prefix_error(sp_error_t *err, const char *fmt, ...)
+{
+    if (!err)
+        return;
+    char pre[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(pre, sizeof pre, fmt, ap);
+    va_end(ap);
+    size_t pl = strlen(pre), cap = sizeof err->message;
+    size_t ml = strnlen(err->message, cap - 1);
+    if (pl >= cap)
+        return;
+    if (pl + ml >= cap)
+        ml = cap - 1 - pl;
+    memmove(err->message + pl, err->message, ml);
+    memcpy(err->message, pre, pl);
+    err->message[pl + ml] = '\0';
 }
 
 /* Change the code of an error already set. */
@@ -672,20 +737,60 @@ sp_status_t sp_flink_savepoint_status(sp_flink_t *fl, const char *job_id, const 
 sp_status_t sp_flink_savepoint_wait(sp_flink_t *fl, const char *job_id, const char *trigger_id, int64_t timeout_ms,
                                     sp_flink_operation_t *op, sp_error_t *err)
 {
-    int64_t deadline = timeout_ms > 0 ? mono_ms() + timeout_ms : INT64_MAX;
+    int64_t bound;
+    int64_t deadline = wait_deadline(fl, timeout_ms, &bound);
     long delay = 100;
     for (;;) {
         sp_status_t s = sp_flink_savepoint_status(fl, job_id, trigger_id, op, err);
         if (s || op->completed)
             return s;
         int64_t left = deadline - mono_ms();
-        if (left <= 0)
+        if (left <= 0) {
+            char st[24] = "", dur[32];
+            if (sp_flink_job_state(fl, job_id, st, NULL) != SP_OK)
+                snprintf(st, sizeof st, "state unknown");
             return sp_error_set(err, SP_ERR_REST, SP_NO_OFFSET, "",
-                                "savepoint %s of job %s still in progress after the timeout; it goes on in the "
-                                "cluster: follow it with 'sp status %s %s'", trigger_id, job_id, job_id, trigger_id);
+                                "timed out after %s waiting for savepoint %s of job %s to complete (the cluster "
+                                "reports it IN_PROGRESS, job %s); it goes on in the cluster: follow it with "
+                                "'sp status %s %s'", fmt_dur(bound, dur), trigger_id, job_id, st, job_id, trigger_id);
+        }
         sleep_ms(delay < left ? delay : (long)left);
         delay = delay * 2 > 2000 ? 2000 : delay * 2;
     }
+}
+
+sp_status_t sp_flink_stop_trigger_reused(sp_flink_t *fl, const char *job_id, const char *trigger_id, bool *reused,
+                                         char **location, sp_error_t *err)
+{
+    *reused = false;
+    *location = NULL;
+    char job[33], trig[33], path[128];
+    sp_status_t s;
+    if ((s = check_id("job ID", job_id, job, err)) || (s = check_id("trigger ID", trigger_id, trig, err)))
+        return s;
+    snprintf(path, sizeof path, "/jobs/%s/savepoints/%s", job, trig);
+    cJSON *j;
+    s = get_json(fl, path, &j, err);
+    if (s == SP_ERR_NOT_FOUND) {
+        sp_error_clear(err);
+        return SP_OK; /* the cluster does not know the trigger ID: a stop with it starts a new operation */
+    }
+    if (s)
+        return s;
+    sp_flink_operation_t op;
+    memset(&op, 0, sizeof op);
+    sp_status_t os = operation_from("", j, &op, NULL);
+    cJSON_Delete(j);
+    /* a completed savepoint while the job runs: a stop-with-savepoint would have ended the job */
+    char st[24];
+    if (os == SP_OK && op.completed && op.location && (s = sp_flink_job_state(fl, job, st, err)) == SP_OK &&
+        strcmp(st, "RUNNING") == 0) {
+        *reused = true;
+        *location = op.location;
+        op.location = NULL;
+    }
+    sp_flink_operation_free(&op);
+    return s;
 }
 
 sp_status_t sp_flink_check_location(const char *location, sp_error_t *err)
@@ -827,7 +932,8 @@ sp_status_t sp_flink_wait_running(sp_flink_t *fl, const char *job_id, int64_t ti
     sp_status_t s = check_id("job ID", job_id, job, err);
     if (s)
         return s;
-    int64_t deadline = timeout_ms > 0 ? mono_ms() + timeout_ms : INT64_MAX;
+    int64_t bound;
+    int64_t deadline = wait_deadline(fl, timeout_ms, &bound);
     long delay = 200;
     state[0] = '\0';
     for (;;) {
@@ -837,12 +943,16 @@ sp_status_t sp_flink_wait_running(sp_flink_t *fl, const char *job_id, int64_t ti
             return s;
         str_into(j, "state", state, 24);
         bool all = strcmp(state, "RUNNING") == 0;
+        int nv = 0, nrun = 0;
         const cJSON *v;
         cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(j, "vertices")) {
             char vs[24];
             str_into(v, "status", vs, sizeof vs);
+            nv++;
             if (strcmp(vs, "RUNNING") != 0 && strcmp(vs, "FINISHED") != 0)
                 all = false;
+            else
+                nrun++;
         }
         cJSON_Delete(j);
         if (all)
@@ -857,9 +967,11 @@ sp_status_t sp_flink_wait_running(sp_flink_t *fl, const char *job_id, int64_t ti
             return s;
         }
         int64_t left = deadline - mono_ms();
-        if (left <= 0)
-            return sp_error_set(err, SP_ERR_REST, SP_NO_OFFSET, "", "job %s is still %s after the timeout (waiting "
-                                "for RUNNING)", job, state);
+        if (left <= 0) {
+            char dur[32];
+            return sp_error_set(err, SP_ERR_REST, SP_NO_OFFSET, "", "timed out after %s waiting for job %s to run "
+                                "(job %s, %d of %d tasks running)", fmt_dur(bound, dur), job, state, nrun, nv);
+        }
         sleep_ms(delay < left ? delay : (long)left);
         delay = delay * 2 > 2000 ? 2000 : delay * 2;
     }
@@ -1003,8 +1115,10 @@ sp_status_t sp_flink_jar_upload(sp_flink_t *fl, const char *path, char **jar_id,
     resp_t r;
     sp_status_t s = http(fl, "POST", "/jars/upload", NULL, mime, RETRY_CONNECT, &r, err);
     curl_mime_free(mime);
-    if (s)
+    if (s) {
+        prefix_error(err, "uploading %.200s: ", path);
         return s;
+    }
     char what[512];
     snprintf(what, sizeof what, "upload of %.300s", path);
     if (r.status != 200) {
@@ -1020,6 +1134,31 @@ sp_status_t sp_flink_jar_upload(sp_flink_t *fl, const char *path, char **jar_id,
             s = sp_error_set(err, SP_ERR_REST, SP_NO_OFFSET, "filename", "%s: no filename in the answer", what);
         }
         cJSON_Delete(j);
+    }
+    resp_free(&r);
+    return s;
+}
+
+sp_status_t sp_flink_jar_delete(sp_flink_t *fl, const char *jar_id, sp_error_t *err)
+{
+    if (!jar_id || !*jar_id || strchr(jar_id, '/') || strchr(jar_id, '?') || strchr(jar_id, '#'))
+        return sp_error_set(err, SP_ERR_INVALID, SP_NO_OFFSET, "jar-id", "'%s' is not a jar ID", jar_id ? jar_id : "");
+    char *esc = curl_easy_escape(fl->curl, jar_id, 0);
+    size_t pl = strlen(esc) + 8;
+    char *path = malloc(pl);
+    if (path)
+        snprintf(path, pl, "/jars/%s", esc);
+    curl_free(esc);
+    if (!path)
+        return sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
+    resp_t r;
+    /* deleting twice does no harm: a dropped connection may be retried */
+    sp_status_t s = http(fl, "DELETE", path, NULL, NULL, RETRY_SAFE, &r, err);
+    free(path);
+    if (!s && r.status != 200) {
+        char what[300];
+        snprintf(what, sizeof what, "deleting jar %.200s", jar_id);
+        s = http_error(fl, what, &r, err);
     }
     resp_free(&r);
     return s;
@@ -1085,9 +1224,13 @@ char *sp_flink_run_body(const sp_flink_version_t *v, const sp_flink_run_request_
 }
 
 sp_status_t sp_flink_jar_run(sp_flink_t *fl, const char *jar_id, const sp_flink_run_request_t *req,
-                             char job_id_out[33], sp_error_t *err)
+                             char job_id_out[33], bool *rejected, sp_error_t *err)
 {
     job_id_out[0] = '\0';
+    bool dummy;
+    if (!rejected)
+        rejected = &dummy;
+    *rejected = true;
     if (!jar_id || !*jar_id || strchr(jar_id, '/') || strchr(jar_id, '?') || strchr(jar_id, '#'))
         return sp_error_set(err, SP_ERR_INVALID, SP_NO_OFFSET, "jar-id", "'%s' is not a jar ID", jar_id ? jar_id : "");
     sp_flink_version_t v;
@@ -1119,8 +1262,17 @@ sp_status_t sp_flink_jar_run(sp_flink_t *fl, const char *jar_id, const sp_flink_
     s = http(fl, "POST", path, body, NULL, r.job_id ? RETRY_SAFE : RETRY_CONNECT, &resp, err);
     free(body);
     free(path);
-    if (s)
+    if (s) {
+        /* no answer: the cluster may have taken the job all the same; with a fixed job ID that can be asked */
+        char st[24];
+        if (r.job_id && sp_flink_job_state(fl, r.job_id, st, NULL) == SP_OK) {
+            snprintf(job_id_out, 33, "%s", r.job_id);
+            return SP_OK;
+        }
+        *rejected = false;
+        prefix_error(err, "submitting the job of jar %.200s: ", jar_id);
         return s;
+    }
     if (resp.status == 200) {
         cJSON *j = resp.body ? cJSON_Parse(resp.body) : NULL;
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "jobid");
@@ -1180,21 +1332,71 @@ sp_status_t sp_flink_released(sp_flink_t *fl, const char *job_id, int64_t snapsh
 sp_status_t sp_flink_wait_released(sp_flink_t *fl, const char *job_id, int64_t snapshot_id, int64_t timeout_ms,
                                    int64_t *checkpoint_id, sp_error_t *err)
 {
-    int64_t deadline = timeout_ms > 0 ? mono_ms() + timeout_ms : INT64_MAX;
+    int64_t bound;
+    int64_t deadline = wait_deadline(fl, timeout_ms, &bound);
     for (;;) {
         bool rel;
         sp_status_t s = sp_flink_released(fl, job_id, snapshot_id, &rel, checkpoint_id, err);
         if (s || rel)
             return s;
-        char st[24];
+        char st[24] = "";
         if (sp_flink_job_state(fl, job_id, st, NULL) == SP_OK && final_state(st))
             return sp_error_set(err, SP_ERR_REST, SP_NO_OFFSET, "",
                                 "job %s is %s without having completed a checkpoint after the restore", job_id, st);
         int64_t left = deadline - mono_ms();
-        if (left <= 0)
+        if (left <= 0) {
+            char dur[32], last[64];
+            if (*checkpoint_id >= 0)
+                snprintf(last, sizeof last, "last completed checkpoint %lld", (long long)*checkpoint_id);
+            else
+                snprintf(last, sizeof last, "no completed checkpoint yet");
+            char above[48] = "";
+            if (snapshot_id >= 0)
+                snprintf(above, sizeof above, " above %lld", (long long)snapshot_id);
             return sp_error_set(err, SP_ERR_REST, SP_NO_OFFSET, "",
-                                "job %s has not completed a checkpoint after the restore within the timeout", job_id);
+                                "timed out after %s waiting for job %s to complete a checkpoint%s (job %s, %s); "
+                                "until it does, the job still needs the snapshot", fmt_dur(bound, dur), job_id, above,
+                                st[0] ? st : "state unknown", last);
+        }
         sleep_ms(left < 1000 ? (long)left : 1000);
+    }
+}
+
+sp_status_t sp_flink_wait_stopped(sp_flink_t *fl, const char *job_id, int64_t timeout_ms, char state[24],
+                                  sp_error_t *err)
+{
+    char job[33];
+    state[0] = '\0';
+    sp_status_t s = check_id("job ID", job_id, job, err);
+    if (s)
+        return s;
+    int64_t bound;
+    int64_t deadline = wait_deadline(fl, timeout_ms > 0 ? timeout_ms : SP_FLINK_STOP_CONFIRM_MS, &bound);
+    long delay = 100;
+    for (;;) {
+        sp_error_t e;
+        sp_error_clear(&e);
+        s = sp_flink_job_state(fl, job, state, &e);
+        if (s == SP_ERR_NOT_FOUND) {
+            state[0] = '\0'; /* the cluster no longer knows the job: it is not running there */
+            return SP_OK;
+        }
+        if (s) {
+            state[0] = '\0';
+            if (err)
+                *err = e;
+            return s;
+        }
+        if (final_state(state))
+            return SP_OK;
+        int64_t left = deadline - mono_ms();
+        if (left <= 0) {
+            char dur[32];
+            return sp_error_set(err, SP_ERR_REST, SP_NO_OFFSET, "", "timed out after %s waiting for job %s to end "
+                                "after its stop-with-savepoint completed (job %s)", fmt_dur(bound, dur), job, state);
+        }
+        sleep_ms(delay < left ? delay : (long)left);
+        delay = delay * 2 > 1000 ? 1000 : delay * 2;
     }
 }
 

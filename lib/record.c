@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <time.h>
@@ -204,6 +205,20 @@ static void restore_from_json(const cJSON *e, sp_record_restore_t *r)
     r->released_time_ms = cJSON_IsObject(rel) ? get_i64(rel, "time_ms", 0) : 0;
 }
 
+static void origin_from_json(const cJSON *c, sp_record_origin_t *o)
+{
+    memset(o, 0, sizeof *o);
+    copy_str(o->by, sizeof o->by, c, "by");
+    copy_str(o->job_id, sizeof o->job_id, c, "job_id");
+    copy_str(o->trigger_id, sizeof o->trigger_id, c, "trigger_id");
+    copy_str(o->cluster, sizeof o->cluster, c, "cluster");
+    copy_str(o->flink_version, sizeof o->flink_version, c, "flink_version");
+    copy_str(o->format, sizeof o->format, c, "format");
+    copy_str(o->location, sizeof o->location, c, "location");
+    o->time_ms = get_i64(c, "time_ms", 0);
+    o->drain = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "drain"));
+}
+
 sp_status_t sp_record_load(const char *dir, sp_record_t *out, sp_error_t *err)
 {
     memset(out, 0, sizeof *out);
@@ -221,17 +236,8 @@ sp_status_t sp_record_load(const char *dir, sp_record_t *out, sp_error_t *err)
     out->exists = true;
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(j, "created");
     if (cJSON_IsObject(c)) {
-        sp_record_origin_t *o = &out->origin;
         out->has_origin = true;
-        copy_str(o->by, sizeof o->by, c, "by");
-        copy_str(o->job_id, sizeof o->job_id, c, "job_id");
-        copy_str(o->trigger_id, sizeof o->trigger_id, c, "trigger_id");
-        copy_str(o->cluster, sizeof o->cluster, c, "cluster");
-        copy_str(o->flink_version, sizeof o->flink_version, c, "flink_version");
-        copy_str(o->format, sizeof o->format, c, "format");
-        copy_str(o->location, sizeof o->location, c, "location");
-        o->time_ms = get_i64(c, "time_ms", 0);
-        o->drain = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "drain"));
+        origin_from_json(c, &out->origin);
     }
     const cJSON *rs = cJSON_GetObjectItemCaseSensitive(j, "restores");
     int n = cJSON_IsArray(rs) ? cJSON_GetArraySize(rs) : 0;
@@ -336,12 +342,11 @@ static void add_str(cJSON *o, const char *key, const char *v)
         cJSON_AddStringToObject(o, key, v);
 }
 
-static sp_status_t do_set_origin(cJSON *j, const void *arg, sp_error_t *err)
+static cJSON *origin_to_json(const sp_record_origin_t *o)
 {
-    const sp_record_origin_t *o = arg;
     cJSON *c = cJSON_CreateObject();
     if (!c)
-        return sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
+        return NULL;
     add_str(c, "by", o->by);
     add_str(c, "job_id", o->job_id);
     add_str(c, "trigger_id", o->trigger_id);
@@ -351,6 +356,15 @@ static sp_status_t do_set_origin(cJSON *j, const void *arg, sp_error_t *err)
     add_str(c, "format", o->format);
     cJSON_AddBoolToObject(c, "drain", o->drain);
     add_str(c, "location", o->location);
+    return c;
+}
+
+static sp_status_t do_set_origin(cJSON *j, const void *arg, sp_error_t *err)
+{
+    const sp_record_origin_t *o = arg;
+    cJSON *c = origin_to_json(o);
+    if (!c)
+        return sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
     cJSON_DeleteItemFromObjectCaseSensitive(j, "created");
     cJSON_AddItemToObject(j, "created", c);
     return SP_OK;
@@ -483,6 +497,124 @@ sp_status_t sp_record_mark_released(const char *dir, const char *job_id, int64_t
 {
     release_arg_t a = {job_id, checkpoint_id, time_ms};
     return modify(dir, do_mark_released, &a, err);
+}
+
+/* ---- pending records ---- */
+
+/* "<dir>/.sp-pending-<job>-<trigger>.json" (malloc'd), or NULL for IDs that are not 32 hex digits. */
+static char *pending_path(const char *dir, const char *job_id, const char *trigger_id)
+{
+    for (const char *id = job_id; id; id = id == job_id ? trigger_id : NULL) {
+        if (strlen(id) != 32 || strspn(id, "0123456789abcdefABCDEF") != 32)
+            return NULL;
+    }
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/')
+        n--;
+    size_t l = n + sizeof SP_RECORD_PENDING_PREFIX + 32 + 1 + 32 + 6;
+    char *p = malloc(l);
+    if (p)
+        snprintf(p, l, "%.*s/" SP_RECORD_PENDING_PREFIX "%s-%s.json", (int)n, dir, job_id, trigger_id);
+    return p;
+}
+
+sp_status_t sp_record_pending_save(const char *dir, const sp_record_origin_t *o, sp_error_t *err)
+{
+    struct stat st;
+    if (s3_is_location(dir) || stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        sp_error_set_file(err, dir);
+        return sp_error_set(err, SP_ERR_NOT_FOUND, SP_NO_OFFSET, "", "no such local directory");
+    }
+    char *path = pending_path(dir, o->job_id, o->trigger_id);
+    if (!path)
+        return sp_error_set(err, SP_ERR_INVALID, SP_NO_OFFSET, "", "a pending record needs a job ID and a trigger ID");
+    cJSON *j = cJSON_CreateObject();
+    cJSON *c = origin_to_json(o);
+    sp_status_t s;
+    if (!j || !c) {
+        cJSON_Delete(c);
+        s = sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
+    } else {
+        cJSON_AddNumberToObject(j, "schema_version", 1);
+        cJSON_AddItemToObject(j, "pending", c);
+        s = save(path, j, err);
+    }
+    cJSON_Delete(j);
+    free(path);
+    return s;
+}
+
+sp_status_t sp_record_pending_load(const char *dir, const char *job_id, const char *trigger_id,
+                                   sp_record_origin_t *out, bool *found, sp_error_t *err)
+{
+    *found = false;
+    memset(out, 0, sizeof *out);
+    if (s3_is_location(dir))
+        return SP_OK;
+    char *path = pending_path(dir, job_id, trigger_id);
+    if (!path)
+        return SP_OK;
+    cJSON *j;
+    sp_status_t s = load(path, &j, err);
+    free(path);
+    if (s || !j)
+        return s;
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(j, "pending");
+    if (cJSON_IsObject(c)) {
+        origin_from_json(c, out);
+        *found = strcasecmp(out->job_id, job_id) == 0 && strcasecmp(out->trigger_id, trigger_id) == 0;
+    }
+    cJSON_Delete(j);
+    return SP_OK;
+}
+
+sp_status_t sp_record_pending_user_dir(const char *xdg_state_home, const char *home, bool create, char *out, size_t n,
+                                       sp_error_t *err)
+{
+    int l;
+    if (xdg_state_home && xdg_state_home[0] == '/')
+        l = snprintf(out, n, "%s/sp/pending", xdg_state_home);
+    else if (home && home[0] == '/')
+        l = snprintf(out, n, "%s/.local/state/sp/pending", home);
+    else
+        return sp_error_set(err, SP_ERR_NOT_FOUND, SP_NO_OFFSET, "", "neither XDG_STATE_HOME nor HOME is set");
+    if (l < 0 || (size_t)l >= n)
+        return sp_error_set(err, SP_ERR_INVALID, SP_NO_OFFSET, "", "the state directory's path is too long");
+    if (!create)
+        return SP_OK;
+    /* mkdir -p, each level 0700 */
+    char p[4096];
+    snprintf(p, sizeof p, "%s", out);
+    for (char *q = p + 1;; q++) {
+        if (*q == '/' || *q == '\0') {
+            char c = *q;
+            *q = '\0';
+            if (mkdir(p, 0700) != 0 && errno != EEXIST) {
+                sp_error_set_file(err, p);
+                return sp_error_set(err, SP_ERR_IO, SP_NO_OFFSET, "", "cannot create the directory: %s", strerror(errno));
+            }
+            *q = c;
+            if (!c)
+                break;
+        }
+    }
+    return SP_OK;
+}
+
+sp_status_t sp_record_pending_remove(const char *dir, const char *job_id, const char *trigger_id, sp_error_t *err)
+{
+    if (s3_is_location(dir))
+        return SP_OK;
+    char *path = pending_path(dir, job_id, trigger_id);
+    if (!path)
+        return SP_OK;
+    sp_status_t s = SP_OK;
+    if (unlink(path) != 0 && errno != ENOENT) {
+        sp_error_set_file(err, path);
+        s = sp_error_set(err, SP_ERR_IO, SP_NO_OFFSET, "", "cannot delete: %s", strerror(errno));
+    }
+    free(path);
+    return s;
 }
 
 /* ---- the delete check ---- */

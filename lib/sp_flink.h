@@ -44,8 +44,10 @@ typedef struct sp_flink_options {
     long request_timeout_ms;  /* per request (not uploads); default 60000 */
     int max_attempts;         /* tries of one request on 503 / a dropped connection; default 8 */
     long retry_delay_ms;      /* first backoff delay, doubled up to 4 s; default 250 */
-    long total_timeout_ms;    /* bound on every request and retry from sp_flink_open() on; 0: none.  A request
-                                 near the end still gets at least 1 s, so a wait loop can report its own timeout */
+    long total_timeout_ms;    /* one deadline, from sp_flink_open() on, for every request and retry, jar upload
+                                 and wait (savepoint, RUNNING, released, stopped); 0: none.  A request near the
+                                 end still gets at least 1 s, so a wait loop can report its own timeout, which
+                                 names this bound ("timed out after 60 s waiting for ...") */
     /* optional: one line per HTTP exchange ("POST http://h:8081/jobs/../savepoints {..} -> 202 (12 ms)") */
     void (*trace)(void *user, const char *line);
     void *trace_user;
@@ -144,12 +146,46 @@ sp_status_t sp_flink_savepoint_status(sp_flink_t *fl, const char *job_id, const 
 
 /**
  * Poll the status with backoff (100 ms doubling to 2 s) until it completes
- * or timeout_ms passes (<= 0: no limit).  Connection failures while polling
- * are retried.  Errors as sp_flink_savepoint_status(); a timeout is
- * SP_ERR_REST with op->completed false and the trigger ID in the message.
+ * or timeout_ms passes (<= 0: no limit; the client's total_timeout_ms
+ * bounds it too, as it bounds every wait below).  Connection failures while
+ * polling are retried.  Errors as sp_flink_savepoint_status(); a timeout is
+ * SP_ERR_REST with op->completed false, and a message naming the bound, the
+ * trigger ID and the job's state ("timed out after 60 s waiting for
+ * savepoint T of job J to complete (... job RUNNING); ... 'sp status J T'").
  */
 sp_status_t sp_flink_savepoint_wait(sp_flink_t *fl, const char *job_id, const char *trigger_id, int64_t timeout_ms,
                                     sp_flink_operation_t *op, sp_error_t *err);
+
+/**
+ * Before a stop-with-savepoint with a trigger ID the caller chose: Flink
+ * keeps savepoints and stops in one cache keyed by (job, trigger ID), and
+ * answers a stop whose trigger ID an earlier savepoint used with that
+ * savepoint's result, without stopping the job.  *reused is set when the
+ * cluster holds a completed savepoint under trigger_id while the job is
+ * RUNNING (a completed stop would have ended it); *location (malloc'd)
+ * names that savepoint.  An unknown trigger ID (404) or one in progress is
+ * not reused (sp_flink_wait_stopped() catches the latter afterwards).
+ * Errors: SP_ERR_INVALID (bad IDs), SP_ERR_REST, SP_ERR_NOT_FOUND (the job).
+ */
+sp_status_t sp_flink_stop_trigger_reused(sp_flink_t *fl, const char *job_id, const char *trigger_id, bool *reused,
+                                         char **location, sp_error_t *err);
+
+/** The bound of sp_flink_wait_stopped() when none is given: 30 s. */
+#define SP_FLINK_STOP_CONFIRM_MS 30000
+
+/**
+ * After a stop-with-savepoint reported its savepoint COMPLETED: wait until
+ * the job has ended (FINISHED, or another final state; a job the cluster no
+ * longer knows counts as ended, with state ""), polling GET /jobs/:id for
+ * up to timeout_ms (<= 0: SP_FLINK_STOP_CONFIRM_MS).  state gets the last
+ * state seen.  A job still RUNNING then was not stopped (the trigger ID
+ * belonged to an earlier savepoint: sp_flink_stop_trigger_reused()).
+ * Errors: SP_ERR_REST on timeout ("timed out after 30 s waiting for job J
+ * to end after its stop-with-savepoint completed (job RUNNING)"; state is
+ * non-empty) or when the cluster cannot be asked (state "").
+ */
+sp_status_t sp_flink_wait_stopped(sp_flink_t *fl, const char *job_id, int64_t timeout_ms, char state[24],
+                                  sp_error_t *err);
 
 void sp_flink_operation_free(sp_flink_operation_t *op);
 
@@ -187,7 +223,9 @@ sp_status_t sp_flink_job_exception(sp_flink_t *fl, const char *job_id, char **su
  * Wait until the job is RUNNING (and all its tasks run) or reaches a final
  * state, up to timeout_ms (<= 0: no limit).  state gets the last state.
  * Errors: SP_ERR_REST when the job failed / was cancelled / finished before
- * running (the root exception is in the message), or on timeout.
+ * running (the root exception is in the message), or on timeout ("timed
+ * out after 60 s waiting for job J to run (job CREATED, 0 of 2 tasks
+ * running)").
  */
 sp_status_t sp_flink_wait_running(sp_flink_t *fl, const char *job_id, int64_t timeout_ms, char state[24],
                                   sp_error_t *err);
@@ -218,8 +256,19 @@ bool sp_flink_same_path(const char *a, const char *b);
 
 /* ---- jars and restore (sections 4.10, 4.12) ---- */
 
-/** Upload a jar (multipart POST /jars/upload); *jar_id (malloc'd) is what /jars/:id/run takes. */
+/**
+ * Upload a jar (multipart POST /jars/upload); *jar_id (malloc'd) is what
+ * /jars/:id/run takes.  The upload is bounded by stalls (60 s without a
+ * byte) and by the client's total_timeout_ms.
+ */
 sp_status_t sp_flink_jar_upload(sp_flink_t *fl, const char *path, char **jar_id, sp_error_t *err);
+
+/**
+ * Delete an uploaded jar (DELETE /jars/:jarid), e.g. once its job was
+ * submitted: a session cluster keeps every upload until deleted.
+ * Errors: SP_ERR_INVALID (not a jar ID), SP_ERR_REST.
+ */
+sp_status_t sp_flink_jar_delete(sp_flink_t *fl, const char *jar_id, sp_error_t *err);
 
 typedef enum sp_flink_claim_mode {
     SP_CLAIM_NO_CLAIM = 0,  /* Flink's default */
@@ -255,9 +304,14 @@ char *sp_flink_run_body(const sp_flink_version_t *v, const sp_flink_run_request_
  * Submit the jar's job (POST /jars/:jar_id/run); job_id_out gets its ID.
  * Errors: SP_ERR_INVALID (as sp_flink_run_body), SP_ERR_REST (400 "Could
  * not execute application." with the root cause, e.g. a missing savepoint).
+ * *rejected (NULL allowed) tells the two kinds of SP_ERR_REST apart: true
+ * when the cluster answered with an error (it did not take the job), false
+ * when the request got no answer (a timeout, a lost connection): the
+ * cluster may then still start the job.  With a fixed req->job_id that job
+ * is asked for once after such a failure, and a job that exists is SP_OK.
  */
 sp_status_t sp_flink_jar_run(sp_flink_t *fl, const char *jar_id, const sp_flink_run_request_t *req,
-                             char job_id_out[33], sp_error_t *err);
+                             char job_id_out[33], bool *rejected, sp_error_t *err);
 
 /* ---- is a NO_CLAIM snapshot released? (section 8) ---- */
 
@@ -273,7 +327,13 @@ sp_status_t sp_flink_jar_run(sp_flink_t *fl, const char *jar_id, const sp_flink_
 sp_status_t sp_flink_released(sp_flink_t *fl, const char *job_id, int64_t snapshot_id, bool *released,
                               int64_t *checkpoint_id, sp_error_t *err);
 
-/** Poll sp_flink_released() every second until released or timeout_ms (<= 0: no limit). */
+/**
+ * Poll sp_flink_released() every second until released or timeout_ms (<= 0:
+ * no limit).  Errors: those of sp_flink_released(); SP_ERR_REST when the job
+ * ended first, or on timeout ("timed out after 60 s waiting for job J to
+ * complete a checkpoint above 17 (job RUNNING, last completed checkpoint
+ * 16); until it does, the job still needs the snapshot").
+ */
 sp_status_t sp_flink_wait_released(sp_flink_t *fl, const char *job_id, int64_t snapshot_id, int64_t timeout_ms,
                                    int64_t *checkpoint_id, sp_error_t *err);
 

@@ -8,7 +8,7 @@
  *
  * Contents (schema_version 1; every key but schema_version is optional):
  *   {"schema_version": 1, "snapshot": "savepoint-3c7c0a-07c49f841952",
- *    "created": {"by": "sp trigger|sp stop", "job_id": "32 hex", "trigger_id": "32 hex",
+ *    "created": {"by": "sp trigger|sp stop|sp status", "job_id": "32 hex", "trigger_id": "32 hex",
  *                "time_ms": N, "cluster": "http://host:8081", "flink_version": "1.20.1",
  *                "format": "CANONICAL|NATIVE", "drain": false, "location": "file:/..."},
  *    "pins": [{"reason": "...", "time_ms": 1764000000000, "by": "user"}],
@@ -23,11 +23,16 @@
  *
  * Rules (checked by dispose, prune and relocate --move):
  *   pinned                 -> refuse unless forced
- *   restored with CLAIM    -> refuse, always: Flink owns the snapshot now
+ *   restored with CLAIM    -> refuse: Flink owns the snapshot now; only when
+ *                             the cluster the restore was recorded on answers
+ *                             that it does not know the job (its submission
+ *                             failed, or it was forgotten), forced: allowed
  *   restored with NO_CLAIM -> allowed once the restored job completed a
  *                             checkpoint with a higher ID (the record says
  *                             "released", or the query callback finds it on
- *                             the cluster); otherwise refuse unless forced
+ *                             the cluster), or ended (CANCELED, FAILED,
+ *                             FINISHED), or its cluster does not know it;
+ *                             otherwise refuse unless forced
  *   restored with LEGACY   -> refuse while a newer snapshot found beside it
  *                             (sibling directories; for a chk-N, the other
  *                             jobs' chk-* under the same checkpoint root) or
@@ -88,7 +93,7 @@ sp_status_t sp_record_unpin(const char *dir, sp_error_t *err);
 
 /** Who created the snapshot (sp trigger / sp stop). */
 typedef struct sp_record_origin {
-    char by[16];               /* "sp trigger" or "sp stop" */
+    char by[16];               /* "sp trigger" or "sp stop"; "sp status" when the operation is unknown */
     char job_id[33];
     char trigger_id[33];
     int64_t time_ms;
@@ -154,6 +159,50 @@ sp_status_t sp_record_remove_restore(const char *dir, const char *job_id, sp_err
 /** Mark the restore of job_id released at checkpoint_id.  Errors: SP_ERR_NOT_FOUND (no such restore), others as sp_record_pin(). */
 sp_status_t sp_record_mark_released(const char *dir, const char *job_id, int64_t checkpoint_id, int64_t time_ms,
                                     sp_error_t *err);
+
+/* ---- pending records: what an operation still in progress is ---- */
+
+/*
+ * A savepoint or stop that has not completed yet (sp trigger / sp stop
+ * --detached, or a wait that timed out) has no snapshot directory to keep a
+ * record beside.  What sp knows at trigger time (the command, the job, the
+ * trigger ID, the format, drain) is kept in a pending record, a small JSON
+ * file in a directory (the target directory, where the savepoint will
+ * appear, or any other):
+ *   <dir>/.sp-pending-<job_id>-<trigger_id>.json
+ *   {"schema_version": 1, "pending": {the "created" entry's keys}}
+ * Whoever sees the operation complete (sp status) writes the snapshot's
+ * record from it and removes it.  Local directories only.
+ */
+#define SP_RECORD_PENDING_PREFIX ".sp-pending-"
+
+/**
+ * Write the pending record of o->job_id / o->trigger_id into dir (atomic;
+ * an earlier one is replaced).  Errors: SP_ERR_NOT_FOUND (dir is not a local
+ * directory), SP_ERR_INVALID (IDs), SP_ERR_IO.
+ */
+sp_status_t sp_record_pending_save(const char *dir, const sp_record_origin_t *o, sp_error_t *err);
+
+/**
+ * Read the pending record of job_id / trigger_id from dir: *found false
+ * (and SP_OK) when there is none.  Errors: SP_ERR_MALFORMED, SP_ERR_IO.
+ */
+sp_status_t sp_record_pending_load(const char *dir, const char *job_id, const char *trigger_id,
+                                   sp_record_origin_t *out, bool *found, sp_error_t *err);
+
+/**
+ * The directory for pending records that cannot go beside the savepoint (the
+ * target directory is not local, or does not exist yet), from the values of
+ * XDG_STATE_HOME and HOME the caller read (either may be NULL):
+ * "$XDG_STATE_HOME/sp/pending", else "$HOME/.local/state/sp/pending".  With
+ * create, the directory is made (mode 0700).  Errors: SP_ERR_NOT_FOUND (both
+ * unset), SP_ERR_IO.
+ */
+sp_status_t sp_record_pending_user_dir(const char *xdg_state_home, const char *home, bool create, char *out, size_t n,
+                                       sp_error_t *err);
+
+/** Remove that pending record; none is not an error.  Errors: SP_ERR_IO. */
+sp_status_t sp_record_pending_remove(const char *dir, const char *job_id, const char *trigger_id, sp_error_t *err);
 
 /* ---- the delete check with a cluster ---- */
 

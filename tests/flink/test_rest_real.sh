@@ -13,7 +13,12 @@
 #     without -n (the removed-operator variant needs -n), --wait-released; the cluster's
 #     latest.restored for sp restore and flink run -s ... -claimMode agree
 #   * ownership: dispose refused after CLAIM, refused before the NO_CLAIM job's first
-#     checkpoint, allowed after it; a second job from a CLAIM-restored snapshot refused
+#     checkpoint, allowed after it and once the NO_CLAIM job was cancelled; a second job from a
+#     CLAIM-restored snapshot refused; a CLAIM record of a job the cluster does not know (404):
+#     refused, --force allowed
+#   * a stop with the trigger ID of an earlier savepoint: Flink answers with that savepoint and
+#     the job runs on (checked raw); sp stop refuses it (exit 5); a detached stop --drain completed
+#     by sp status is recorded as such; restore --jar deletes the uploaded jar (--keep-jar keeps it)
 #   * the spec's UNVERIFIED facts, checked on the live cluster (see "UNVERIFIED" below)
 #
 # Environment: SP_BIN (default build/cli/sp), SP_SKIP_FLINK=1, SP_FLINK_VERSIONS, SP_FLINK_CACHE,
@@ -134,6 +139,23 @@ run_version() {
     loc=$(sp status "$A" "$tid" --wait --timeout 60s 2>/dev/null)
     check "$v: sp status follows a trigger ID from flink savepoint -detached" test -f "${loc#file:}/_metadata"
 
+    # ---- a stop with the trigger ID of an earlier savepoint ----
+    local RT=abcdef0123456789abcdef0123456789 rloc
+    rloc=$(sp trigger "$A" "file://$SPD" --trigger-id "$RT" 2>/dev/null)
+    # Flink itself: POST /stop with that trigger ID is accepted (202) and answered with the savepoint
+    rc=$(http_code "/jobs/$A/stop" "$W/dedup1" -X POST -H 'Content-Type: application/json' \
+        -d "{\"targetDirectory\":\"file://$SPD\",\"drain\":false,\"triggerId\":\"$RT\"}")
+    sleep 2
+    curl -s "$URL/jobs/$A/savepoints/$RT" >"$W/dedup2"
+    check "$v: Flink: a stop with the trigger ID of a completed savepoint is 202, answered with that savepoint, the job RUNNING" \
+        test "$rc" = 202 -a -n "$(grep -F "\"location\":\"$rloc\"" "$W/dedup2")" -a "$($REST "$URL" state "$A")" = RUNNING
+    sp stop "$A" "file://$SPD" --trigger-id "$RT" >"$W/dedup3.out" 2>"$W/dedup3.err"; rc=$?
+    check "$v: sp stop --trigger-id of that savepoint: exit 5 'already belonged to a savepoint ... not stopped', the job RUNNING" \
+        test $rc -eq 5 -a -n "$(grep -F "trigger ID $RT already belonged to a savepoint of job $A; the job was not stopped; retry without --trigger-id" "$W/dedup3.err")" \
+        -a "$($REST "$URL" state "$A")" = RUNNING -a ! -s "$W/dedup3.out"
+    check "$v: ... and the savepoint's record still says sp trigger" \
+        test "$(sp inspect "${rloc#file:}" --json | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["record"]["created"]["by"])')" = "sp trigger"
+
     # ---- restore: every claim mode, jar file / jar ID, with and without -n ----
     local S_NC S_C S_L S_NR jar_id R rest
     S_NC=$(sp trigger "$A" "file://$SPD" 2>/dev/null); S_NC=${S_NC#file:}
@@ -146,10 +168,12 @@ run_version() {
     local BLK RNC RC
     BLK=$(submit "$JAR" --backend hashmap --parallelism 3 --max-parallelism 128 --checkpoint-interval 600000 --job-name blocker)
     $REST "$URL" wait-running "$BLK" --timeout 90 >&2
-    sp restore "$S_NC" --jar "$JAR" --timeout 8s --json -- $(job_args 1000 rest-noclaim) >"$W/r1.json" 2>"$W/r1.err"; rc=$?
+    sp restore "$S_NC" --jar "$JAR" --keep-jar --timeout 8s --json -- $(job_args 1000 rest-noclaim) >"$W/r1.json" 2>"$W/r1.err"; rc=$?
     RNC=$(jget "$W/r1.json" job_id); jar_id=$(jget "$W/r1.json" jar_id)
-    check "$v: restore NO_CLAIM --jar FILE: submitted and recorded, waiting for a slot (exit 5 on --timeout)" \
-        test $rc -eq 5 -a "${#RNC}" -eq 32 -a -n "$(grep -F "$RNC" "$S_NC.sp-record.json")"
+    check "$v: restore NO_CLAIM --jar FILE: submitted and recorded, waiting for a slot (exit 5 on --timeout, naming the wait)" \
+        test $rc -eq 5 -a "${#RNC}" -eq 32 -a -n "$(grep -F "$RNC" "$S_NC.sp-record.json")" -a -n "$(grep -F 'timed out after 8 s' "$W/r1.err")"
+    check "$v: --keep-jar: the uploaded jar stays on the cluster (GET /jars)" \
+        test "$(jget "$W/r1.json" jar_deleted)" = false -a -n "$(curl -s "$URL/jars" | grep -F "\"$jar_id\"")"
     sp dispose "$S_NC" >"$W/d1.out" 2>&1; rc=$?
     check "$v: dispose refused (exit 6) before the NO_CLAIM job's first checkpoint (asked over REST)" \
         test $rc -eq 6 -a -d "$S_NC" -a -n "$(grep -F 'not completed a checkpoint' "$W/d1.out")"
@@ -159,6 +183,23 @@ run_version() {
     check "$v: dispose refused after CLAIM, even with --force" test $rc -eq 6 -a -d "$S_C"
     sp restore "$S_C" --jar-id "$jar_id" -- $(job_args 1000 rest-second) >/dev/null 2>&1; rc=$?
     check "$v: a second job from the CLAIM-restored snapshot is refused (exit 6)" test $rc -eq 6
+    # a NO_CLAIM job cancelled before it ever ran (no slot): it is over, the snapshot may go
+    local S_OV ROV S_UK
+    S_OV=$(sp trigger "$A" "file://$SPD" 2>/dev/null); S_OV=${S_OV#file:}
+    sp restore "$S_OV" --jar-id "$jar_id" --timeout 5s --json -- $(job_args 1000 rest-over) >"$W/r6.json" 2>/dev/null
+    ROV=$(jget "$W/r6.json" job_id)
+    cancel "$ROV"
+    sp dispose "$S_OV" >"$W/d6.out" 2>&1; rc=$?
+    check "$v: dispose allowed once the NO_CLAIM job was cancelled (before any checkpoint), with a note" \
+        test $rc -eq 0 -a ! -e "$S_OV" -a -n "$(grep -F 'is over' "$W/d6.out")" -a "$($REST "$URL" state "$ROV")" = CANCELED
+    # a CLAIM record of a job the cluster does not know (its GET /jobs/:id/checkpoints is a 404)
+    S_UK=$(sp trigger "$A" "file://$SPD" 2>/dev/null); S_UK=${S_UK#file:}
+    printf '{"schema_version":1,"restores":[{"job_id":"%s","claim_mode":"CLAIM","time_ms":1,"cluster":"%s"}]}\n' \
+        eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee "$URL" >"$S_UK.sp-record.json"
+    sp dispose "$S_UK" >"$W/d7.out" 2>&1; rc=$?
+    sp dispose "$S_UK" --force >"$W/d8.out" 2>&1
+    check "$v: CLAIM record of a job the cluster does not know: dispose refused (exit 6), --force allowed with a warning" \
+        test $rc -eq 6 -a -n "$(grep -F 'does not know it' "$W/d7.out")" -a ! -e "$S_UK" -a -n "$(grep -F warning "$W/d8.out")"
     cancel "$BLK"
     $REST "$URL" wait-running "$RNC" --timeout 90 >&2
     $REST "$URL" wait-checkpoint "$RNC" --after "$(jget "$W/r1.json" snapshot_checkpoint_id)" --timeout 60 >/dev/null
@@ -181,6 +222,8 @@ run_version() {
     sp restore "$S_NR" --jar "$JAR" -n --claim-mode NO_CLAIM --wait-released --timeout 90s --json -- $(job_args 1000 rest-nr2) --variant removed-operator >"$W/r5.json" 2>/dev/null
     check "$v: with -n it runs; --wait-released waits for its first checkpoint and marks the record" \
         test "$(jget "$W/r5.json" released)/$(sp inspect "$S_NR" --json | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["record"]["restores"][-1]["released"])')" = "true/True"
+    check "$v: restore --jar without --keep-jar: the uploaded jar is deleted after the submission (not in GET /jars)" \
+        test "$(jget "$W/r5.json" jar_deleted)" = true -a -z "$(curl -s "$URL/jars" | grep -F "\"$(jget "$W/r5.json" jar_id)\"")"
     cancel "$(jget "$W/r5.json" job_id)"
     sp dispose "$S_NR" >/dev/null 2>&1
     check "$v: a released NO_CLAIM snapshot is disposed without asking" test ! -e "$S_NR"
@@ -210,6 +253,14 @@ run_version() {
     loc=$(sp stop "$C" "file://$SPD" --drain --json 2>"$W/stop2.err" | "$PY" -c 'import json,sys; d=json.load(sys.stdin); print(d["location"] if d["drain"] else "")')
     finished "$C"
     check "$v: sp stop --drain: a savepoint, the job FINISHED" test -f "${loc#file:}/_metadata" -a "$($REST "$URL" state "$C")" = "FINISHED"
+    # a detached stop --drain, completed by sp status: the record says sp stop, drain true
+    D=$(submit "$JAR" $(job_args 1000 rest-D)); $REST "$URL" wait-running "$D" --timeout 90 >&2
+    tid=$(sp stop "$D" "file://$SPD" --drain --detached 2>/dev/null)
+    loc=$(sp status "$D" "$tid" --wait --timeout 120s 2>"$W/stop3.err")
+    sp inspect "${loc#file:}" --json >"$W/stop3.json" 2>/dev/null
+    check "$v: sp stop --drain --detached, then sp status --wait: record by sp stop with drain true; the job FINISHED; no pending record left" \
+        test "$(jget "$W/stop3.json" record.created.by)/$(jget "$W/stop3.json" record.created.drain)/$($REST "$URL" state "$D")" = "sp stop/true/FINISHED" \
+        -a -z "$(ls -A "$SPD" | grep -F .sp-pending-)"
     out=$(FLINK_CONF_DIR="$FLINK_CONF_DIR" "$FLINK_HOME/bin/flink" stop --savepointPath "file://$SPD" "$A" 2>&1)
     loc2=$(sed -n 's/.*Savepoint completed. Path: \(\S*\).*/\1/p' <<<"$out" | tail -n1)
     check "$v: flink stop --savepointPath: the same outcome (a savepoint sp verifies, the job FINISHED)" \

@@ -37,6 +37,7 @@ Control endpoints (not Flink's; all under /__standin/):
   GET    /__standin/requests        every request received: method, path, body (JSON) / parts
   DELETE /__standin/requests        forget them
   POST   /__standin/jobs            {"jid": ..., "name": ..., "state": "RUNNING", "checkpointing": true}
+  PATCH  /__standin/jobs            {"jid": ..., "state": "FINISHED"}: a known job changes state
   POST   /__standin/faults          set scenario knobs (see FAULTS below); {} resets nothing
   GET    /__standin/state           jobs and operations as the stand-in sees them
 """
@@ -85,6 +86,9 @@ FAULTS = {
     "checkpoint_after_polls": 2,      # GET /checkpoints calls after a restore before a checkpoint completes
     "ignore_claim_mode": False,       # restore as NO_CLAIM whatever the body says (a dropped field)
     "stop_failure_after_savepoint": False,  # stop: StopWithSavepointStoppingException with the path
+    "delay": {},                      # {"path suffix": seconds}: requests whose path ends so are answered late
+    "jar_delete_status": None,        # DELETE /jars/:id answers this HTTP status (an error) instead of 200
+    "run_error": None,                # POST /jars/:id/run: 400 "Could not execute application." caused by this
 }
 
 
@@ -299,9 +303,23 @@ class Flink:
         self.jars[jar_id] = path
         return 200, {"filename": path, "status": "success"}
 
+    def delete_jar(self, jar_id):
+        if self.faults["jar_delete_status"]:
+            return self.error(self.faults["jar_delete_status"], "Failed to delete jar %s." % jar_id)
+        path = self.jars.pop(jar_id, None)
+        if path is None:
+            return self.error(400, "File %s does not exist in %s/flink-web-upload." % (jar_id, self.workdir))
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        return 200, {}
+
     def run(self, jar_id, body):
         if jar_id not in self.jars:
             return self.error(400, "Jar file %s/flink-web-upload/%s does not exist" % (self.workdir, jar_id))
+        if self.faults["run_error"]:
+            return self.error(400, "Could not execute application.", cause=self.faults["run_error"])
         bad = self.check_body("JarRunRequestBody", body)
         if bad:
             return bad
@@ -339,6 +357,10 @@ def failure(cls, message):
     if cls == "java.util.concurrent.CompletionException":
         trace += "\nCaused by: %s\n\t... 12 more" % message
     return {"class": cls, "stack-trace": trace, "serialized-throwable": "rO0ABXNy"}
+
+
+def query_of(raw_path):
+    return raw_path.partition("?")[2]
 
 
 def checkpoint_id_of(path):
@@ -381,11 +403,14 @@ class Handler(BaseHTTPRequestHandler):
 
     def send(self, status, obj):
         data = json.dumps(obj).encode() if obj is not None else b""
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=UTF-8")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json; charset=UTF-8")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the client gave up waiting (a "delay" fault)
 
     def do_GET(self):
         self.handle_any("GET")
@@ -419,6 +444,10 @@ class Handler(BaseHTTPRequestHandler):
             except ValueError:
                 body = "<not JSON>"
             entry["body"] = body
+        with fl.lock:
+            delay = max([sec for suf, sec in fl.faults["delay"].items() if path.endswith(suf)] or [0])
+        if delay:
+            time.sleep(delay)  # outside the lock: other requests are answered meanwhile
         with fl.lock:
             fl.requests.append(entry)
             if fl.faults["unavailable"] > 0 or (method == "POST" and fl.faults["unavailable_post"] > 0):
@@ -479,6 +508,16 @@ class Handler(BaseHTTPRequestHandler):
             return fl.upload(parse_multipart(ctype, raw) or [])
         if (m := re.fullmatch(r"/jars/([^/]+)/run", path)) and method == "POST":
             return fl.run(m.group(1), body if body is not None else {})
+        if (m := re.fullmatch(r"/jars/([^/]+)", path)) and method == "DELETE":
+            return fl.delete_jar(m.group(1))
+        if (m := re.fullmatch(r"/jobs/%s" % ID, path)) and method == "PATCH":
+            j = fl.jobs.get(m.group(1))
+            if j is None:
+                return fl.error(404, "Job %s not found" % m.group(1), "org.apache.flink.runtime.rest.NotFoundException")
+            if "mode=cancel" in query_of(self.path):
+                if j["state"] not in ("FINISHED", "CANCELED", "FAILED"):
+                    j["state"] = "CANCELED"
+                return 202, None
         if method == "GET" and path == "/jars":
             return 200, {"address": "http://127.0.0.1", "files": [
                 {"id": k, "name": k.split("_", 1)[1], "uploaded": 0, "entry": []} for k in fl.jars]}
@@ -494,6 +533,12 @@ class Handler(BaseHTTPRequestHandler):
                     fl.requests.clear()
                     return self.send(200, {})
                 return self.send(200, fl.requests)
+            if path == "/__standin/jobs" and method == "PATCH":
+                j = fl.jobs.get(body.get("jid"))
+                if j is None:
+                    return self.send(404, {"errors": ["no such job"]})
+                j["state"] = body.get("state", j["state"])
+                return self.send(200, {"jid": j["jid"], "state": j["state"]})
             if path == "/__standin/jobs" and method == "POST":
                 j = fl.new_job(body.get("jid"), body.get("name", "standin-job"), body.get("state", "RUNNING"),
                                body.get("checkpointing", True))

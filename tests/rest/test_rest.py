@@ -109,6 +109,15 @@ def record_of(d):
     return json.load(open(p)) if os.path.exists(p) else None
 
 
+def pending_files(d):
+    return sorted(f for f in os.listdir(d) if f.startswith(".sp-pending-")) if os.path.isdir(d) else []
+
+
+def job_state(S, jid):
+    return S.ctl("GET", "state")["jobs"][jid]["state"]
+
+
+TIMING_VERSIONS = ("1.15", "2.2")  # the slower checks (timeouts of a few seconds) run against these two
 SAMPLE_ID = int.from_bytes(open(os.path.join(SAMPLE, "_metadata"), "rb").read(16)[8:16], "big")
 JAR = os.path.join(TMP, "job.jar")
 with open(JAR, "wb") as f:
@@ -162,6 +171,11 @@ try:
         js = json.loads(out) if rc == 0 else {}
         ok(rc == 0 and js.get("status") == "COMPLETED" and js["location"].startswith("file:") and js["record"],
            "%s: sp status --wait --json: COMPLETED with the location and its record" % v, (rc, out, err))
+        rec = record_of(js["location"][5:]) if rc == 0 else None
+        ok(rec and rec["created"]["by"] == "sp trigger" and rec["created"]["format"] == "NATIVE" and
+           js.get("operation") == "savepoint" and not pending_files(out_dir),
+           "%s: the record written by sp status says what the detached trigger was (sp trigger, NATIVE); "
+           "its pending record is gone" % v, (rec, js, os.listdir(out_dir)))
 
         # ---- the same trigger ID again starts nothing new ----
         S.reset()
@@ -171,6 +185,41 @@ try:
         ops = [o for o in S.ctl("GET", "state")["operations"] if o["tid"] == fixed]
         ok(r1[0] == 0 and r2[0] == 0 and r1[1] == r2[1] and len(ops) == 1,
            "%s: a repeated trigger ID returns the same savepoint (one operation on the cluster)" % v, (r1, r2, ops))
+
+        # ---- sp stop with the trigger ID of an earlier savepoint: Flink answers with that savepoint ----
+        # (the stand-in, like Flink, keeps savepoints and stops in one cache keyed by job and trigger ID)
+        S.ctl("DELETE", "requests")
+        rc, out, err = sp("stop", job, out_dir, "--trigger-id", fixed, "--json", *url)
+        js = json.loads(out) if out.strip() else {}
+        loc1 = r1[1].strip()
+        ok(rc == 5 and ("trigger ID %s already belonged to a savepoint of job %s; the job was not stopped; retry "
+                        "without --trigger-id" % (fixed, job)) in err and
+           js.get("status") == "ERROR" and js["error"]["exit_code"] == 5 and not S.requests("POST", "/stop") and
+           job_state(S, job) == "RUNNING" and record_of(loc1[5:])["created"]["by"] == "sp trigger",
+           "%s: sp stop --trigger-id of an earlier savepoint: exit 5, nothing sent, the job runs, its record unchanged" % v,
+           (rc, err, out))
+        if v in TIMING_VERSIONS:
+            # the earlier savepoint still in progress: the stop is sent, Flink answers with the savepoint, and
+            # sp sees the job still RUNNING after it completed
+            S.reset()
+            S.faults(polls_before_complete=3)
+            t2 = "1" * 32
+            sp("trigger", job, out_dir, "--trigger-id", t2, "--detached", *url)
+            t0 = time.time()
+            rc, out, err = sp("stop", job, out_dir, "--trigger-id", t2, "--timeout", "4s", *url)
+            ok(rc == 5 and "trigger ID %s already belonged to a savepoint" % t2 in err and
+               len(S.requests("POST", "/stop")) == 1 and job_state(S, job) == "RUNNING" and time.time() - t0 < 12,
+               "%s: ... also when that savepoint was still in progress (checked after it completed)" % v, (rc, err))
+            # the same, detached, completed by sp status (its pending record says it was a stop)
+            S.reset()
+            S.faults(polls_before_complete=2)
+            t3 = "2" * 32
+            sp("trigger", job, out_dir, "--trigger-id", t3, "--detached", *url)
+            rc1, out1, err1 = sp("stop", job, out_dir, "--trigger-id", t3, "--detached", *url)
+            rc, out, err = sp("status", job, t3, "--wait", "--timeout", "3s", *url)
+            ok(rc1 == 0 and rc == 5 and "still RUNNING after its stop-with-savepoint" in err and
+               "retry sp stop without --trigger-id" in err and job_state(S, job) == "RUNNING",
+               "%s: sp status of such a detached stop: exit 5, the job was not stopped" % v, (rc1, err1, rc, err))
 
         # ---- stop, with and without drain ----
         for drain in (False, True):
@@ -187,6 +236,45 @@ try:
                    v, " --drain" if drain else ""), (rc, posts, err))
         st = [j for j in S.ctl("GET", "state")["jobs"].values() if j["jid"] == sjob][0]["state"]
         ok(st == "FINISHED", "%s: the stopped job is FINISHED" % v, st)
+        rec = record_of(out.strip()[5:])
+        ok(rec and rec["created"]["by"] == "sp stop" and rec["created"]["drain"] is True,
+           "%s: sp stop --drain: record by sp stop, drain true" % v, rec)
+
+        # ---- a detached stop completed by sp status: the record says sp stop and the drain flag ----
+        state_home = os.path.join(TMP, "state-" + v)
+        fresh_dir = os.path.join(TMP, "fresh-" + v)  # does not exist yet when the stop is triggered
+        for target, where in ((out_dir, out_dir), (fresh_dir, os.path.join(state_home, "sp", "pending"))):
+            S.reset()
+            S.faults(polls_before_complete=2)
+            sjob = S.job(name="stop-detached")
+            env = {"XDG_STATE_HOME": state_home}
+            rc1, tid, err1 = sp("stop", sjob, target, "--drain", "--type", "native", "--detached", *url, env=env)
+            tid = tid.strip()
+            pend = pending_files(where)
+            rc, out, err = sp("status", sjob, tid, "--wait", "--json", *url, env=env)
+            js = json.loads(out) if out.strip() else {}
+            rec = record_of(js["location"][5:]) if js.get("location") else None
+            c = rec["created"] if rec else {}
+            ok(rc1 == 0 and len(pend) == 1 and tid in pend[0] and rc == 0 and js.get("operation") == "stop" and
+               c.get("by") == "sp stop" and c.get("drain") is True and c.get("format") == "NATIVE" and
+               c.get("trigger_id") == tid and not pending_files(where) and not pending_files(target),
+               "%s: sp stop --drain --detached into %s, then sp status --wait: record by sp stop, drain true, NATIVE "
+               "(pending record %s, then removed)" % (v, "an existing directory" if target == out_dir else
+                                                      "a directory not there yet", "beside the savepoints"
+                                                      if where == out_dir else "in $XDG_STATE_HOME/sp/pending"),
+               (rc1, err1, pend, rc, out, err, rec))
+        # a trigger ID sp did not start (flink savepoint -detached): the record says sp status
+        S.reset()
+        raw_tid = "3" * 32
+        r = urllib.request.Request(S.url + "/jobs/%s/savepoints" % job, method="POST",
+                                   data=json.dumps({"target-directory": out_dir, "triggerId": raw_tid}).encode(),
+                                   headers={"Content-Type": "application/json"})
+        urllib.request.urlopen(r).read()
+        rc, out, err = sp("status", job, raw_tid, "--wait", "--json", *url)
+        js = json.loads(out) if out.strip() else {}
+        rec = record_of(js["location"][5:]) if js.get("location") else None
+        ok(rc == 0 and js.get("operation") is None and rec and rec["created"]["by"] == "sp status",
+           "%s: sp status of a savepoint sp did not start: record by sp status" % v, (rc, out, err, rec))
 
         # ---- restore from a jar file / an uploaded jar ID, each claim mode, with and without -n ----
         for mode in ("NO_CLAIM", "CLAIM", "LEGACY"):
@@ -194,7 +282,7 @@ try:
                 S.reset()
                 snap = new_snapshot("%s-%s-%d" % (v, mode, nr))
                 by_file = not nr
-                jar_args = ["--jar", JAR] if by_file else ["--jar-id", upload_id]
+                jar_args = ["--jar", JAR, "--keep-jar"] if by_file else ["--jar-id", upload_id]
                 args = ["restore", snap, "--claim-mode", mode.lower()] + jar_args + (["-n"] if nr else []) + url + \
                     ["--arg", "--backend", "--arg", "hashmap", "--", "--parallelism", "1"]
                 rc, out, err = sp(*args)
@@ -210,16 +298,49 @@ try:
                     ok(len(ups) == 1 and ups[0]["parts"][0]["name"] == "jarfile" and
                        ups[0]["parts"][0]["filename"] == "job.jar" and
                        ups[0]["parts"][0]["content_type"] == "application/x-java-archive" and
-                       runs and runs[0]["path"].endswith("_job.jar/run"),
-                       "%s: --jar uploads one part 'jarfile' and runs the returned jar ID" % v, (ups, runs))
+                       runs and runs[0]["path"].endswith("_job.jar/run") and not S.requests("DELETE"),
+                       "%s: --jar --keep-jar uploads one part 'jarfile', runs the returned jar ID, deletes nothing" % v,
+                       (ups, runs, S.requests("DELETE")))
                     upload_id = runs[0]["path"].split("/")[2] if runs else None
                 rec = record_of(snap)
                 rs = rec["restores"] if rec else []
                 ok(len(rs) == 1 and rs[0]["job_id"] == jid and rs[0]["claim_mode"] == mode and
                    rs[0]["snapshot_checkpoint_id"] == SAMPLE_ID and rs[0]["cluster"] == S.url,
                    "%s: restore %s writes the restore into the record" % (v, mode), rec)
+                if not by_file:
+                    ok(not S.requests("DELETE"), "%s: --jar-id: no jar is deleted" % v, S.requests("DELETE"))
                 if mode == "LEGACY":
                     ok("deprecated" in err, "%s: LEGACY prints a deprecation warning" % v, err)
+
+        # ---- --jar without --keep-jar: the uploaded jar is deleted once the job is submitted ----
+        S.reset()
+        snap = new_snapshot("%s-deljar" % v)
+        rc, out, err = sp("restore", snap, "--jar", JAR, "--json", *url)
+        js = json.loads(out) if out.strip() else {}
+        jid = js.get("jar_id") or "?"
+        order = [(r["method"], r["path"]) for r in S.requests() if r["method"] in ("POST", "DELETE")]
+        listed = [f["id"] for f in json.loads(urllib.request.urlopen(S.url + "/jars").read())["files"]]
+        ok(rc == 0 and js.get("jar_deleted") is True and
+           order == [("POST", "/jars/upload"), ("POST", "/jars/%s/run" % jid), ("DELETE", "/jars/" + jid)] and
+           jid not in listed,
+           "%s: restore --jar: DELETE /jars/ID after the submission, the jar is gone (jar_deleted true)" % v,
+           (rc, out, err, order, listed))
+        S.reset()
+        S.faults(run_error="java.lang.ClassNotFoundException: com.example.Missing")
+        snap = new_snapshot("%s-deljar-fail" % v)
+        rc, out, err = sp("restore", snap, "--jar", JAR, *url)
+        dels = S.requests("DELETE")
+        ok(rc == 5 and "Could not execute application" in err and len(dels) == 1 and
+           not (record_of(snap) or {}).get("restores"),
+           "%s: a submission the cluster rejects: exit 5, the jar deleted all the same, no restore recorded" % v,
+           (rc, err, dels))
+        S.reset()
+        S.faults(jar_delete_status=500)
+        snap = new_snapshot("%s-deljar-warn" % v)
+        rc, out, err = sp("restore", snap, "--jar", JAR, "--json", *url)
+        js = json.loads(out) if out.strip() else {}
+        ok(rc == 0 and js.get("jar_deleted") is False and "warning" in err and "could not be deleted" in err,
+           "%s: a jar that cannot be deleted is a warning (exit 0, jar_deleted false)" % v, (rc, out, err))
 
         # ---- the claim mode the cluster reports is checked ----
         S.reset()
@@ -270,6 +391,47 @@ try:
         ok(rc == 0 and js["record"]["restores"][0]["claim_mode"] == "NO_CLAIM" and js["record"]["restores"][0]["released"],
            "%s: sp inspect --json has the record" % v, out[-500:])
 
+        # ---- restore --timeout bounds the whole command, and says what was pending ----
+        if v in TIMING_VERSIONS:
+            S.reset()
+            S.faults(checkpoint_after_polls=10 ** 6, delay={"/jars/upload": 2, "/run": 2})
+            snap = new_snapshot("%s-deadline" % v)
+            t0 = time.time()
+            rc, out, err = sp("restore", snap, "--jar", JAR, "--wait-released", "--timeout", "5s", "--json", *url)
+            took = time.time() - t0
+            js = json.loads(out) if out.strip() else {}
+            want = ("timed out after 5 s waiting for job %s to complete a checkpoint above %d (job RUNNING, no "
+                    "completed checkpoint yet); until it does, the job still needs the snapshot" % (js.get("job_id"), SAMPLE_ID))
+            ok(rc == 5 and want in err and js["error"]["message"] == want and 4.5 < took < 8 and
+               record_of(snap)["restores"][0]["job_id"] == js.get("job_id"),
+               "%s: restore --timeout 5s: one deadline for upload (2 s), submission (2 s) and --wait-released; "
+               "ends after %.1f s naming the step and the job's state" % (v, took), (rc, err, took))
+            S.reset()
+            S.faults(delay={"/run": 6})
+            snap = new_snapshot("%s-deadline-run" % v)
+            t0 = time.time()
+            rc, out, err = sp("restore", snap, "--jar", JAR, "--timeout", "2s", *url)
+            took = time.time() - t0
+            rec = record_of(snap)
+            ok(rc == 5 and "timed out after 2 s waiting for the cluster to answer POST" in err and "/run" in err and
+               "may still start job" in err and took < 5 and rec and len(rec["restores"]) == 1 and
+               not S.requests("DELETE"),
+               "%s: restore --timeout 2s during the submission: exit 5 naming it; the restore stays recorded and the "
+               "jar stays (the cluster may still start the job)" % v, (rc, err, took, rec))
+            S.reset()
+            S.faults(polls_before_complete=10 ** 6)
+            rc, out, err = sp("trigger", job, out_dir, "--timeout", "1s", *url)
+            ok(rc == 5 and "timed out after 1 s waiting for savepoint" in err and "(the cluster reports it IN_PROGRESS, "
+               "job RUNNING)" in err and "sp status %s" % job in err, "%s: trigger --timeout: names the savepoint, its "
+               "state and the job's" % v, (rc, err))
+            rc, out, err = sp("status", job, S.requests("POST")[0]["body"]["triggerId"], "--wait", "--timeout", "1s",
+                              "--json", *url)
+            js = json.loads(out) if out.strip() else {}
+            ok(rc == 5 and "timed out after 1 s waiting for savepoint" in err and "job RUNNING" in err and
+               js.get("status") == "ERROR" and js["error"]["code"] == "rest" and js["error"]["exit_code"] == 5 and
+               "timed out" in js["error"]["message"], "%s: status --wait --timeout: the same message; --json error "
+               "object" % v, (rc, out, err))
+
         # ---- failures ----
         S.reset()
         S.faults(savepoint_failure={"class": "org.apache.flink.runtime.checkpoint.CheckpointException",
@@ -309,6 +471,18 @@ try:
         S.faults(expire_results=True)
         rc, out2, err = sp("status", job, out.strip(), *url)
         ok(rc == 5 and "expired" in err, "%s: 404 after result expiry: exit 5, explained" % v, (rc, err))
+        rc, out2, err = sp("status", job, out.strip(), "--json", *url)
+        rct, outt, errt = sp("trigger", "f" * 32, out_dir, "--json", "--rest-url", "http://127.0.0.1:1")
+        try:
+            js, jt = json.loads(out2), json.loads(outt)
+        except ValueError:
+            js, jt = {}, {}
+        e, et = js.get("error"), jt.get("error")
+        ok(rc == 5 and isinstance(e, dict) and isinstance(et, dict) and sorted(e) == sorted(et) ==
+           ["code", "exit_code", "field", "file", "message", "offset"] and e["code"] == "rest" and e["exit_code"] == 5
+           and "expired" in e["message"] and js["status"] == "ERROR",
+           "%s: sp status --json on error: the error object of every command (code, exit_code, message, file, "
+           "offset, field)" % v, (out2, outt))
         S.reset()
         S.faults(unavailable=2, unavailable_post=2)
         rc, out, err = sp("trigger", job, out_dir, *url)
@@ -380,6 +554,19 @@ try:
         rc, out, err = sp("jobs", "--all", *url)
         ok(rc == 0 and job in out and "FINISHED" in out, "%s: sp jobs --all shows finished ones too" % v, out)
 
+        # ---- global options before the command name ----
+        rc1, out1, err1 = sp("--verbose", "jobs", *url)
+        rc2, out2, err2 = sp("-v", "jobs", "--json", *url)
+        rc3, out3, err3 = sp("jobs", *url)
+        rc4, out4, err4 = sp("-v", "trigger", job, out_dir, "--detached", *url)
+        rc5, _, err5 = sp("--bogus", "jobs", *url)
+        ok(rc1 == 0 and "sp: rest: GET %s/jobs/overview" % S.url in err1 and job in out1 and rc3 == 0 and
+           rc2 == 0 and "sp: rest: GET" in err2 and json.loads(out2)["jobs"] and "sp: rest:" not in err3 and
+           rc4 == 0 and "sp: rest: POST %s/jobs/%s/savepoints" % (S.url, job) in err4 and
+           rc5 == 2 and "unknown option '--bogus' before the command" in err5,
+           "%s: sp --verbose CMD / sp -v CMD: the global option before the command turns on the command's "
+           "--verbose; an unknown one is a usage error" % v, (rc1, err1, rc2, err2, rc4, err4, rc5, err5))
+
         # ---- the stand-in follows the version's parsing rules ----
         def raw_post(path, body):
             r = urllib.request.Request(S.url + path, data=json.dumps(body).encode(), method="POST",
@@ -396,6 +583,75 @@ try:
            "%s: stand-in: a lower-case enum value is a 400" % v, (code, msg))
         code, msg = raw_post("/jars/none.jar/run", {"claimMode": "CLAIM"})
         ok(code == 400, "%s: stand-in: run of an unknown jar is a 400" % v, (code, msg))
+
+    # ---- ownership outcomes the cluster decides: the restored job ended, or the cluster does not know it ----
+    S = standins["2.2"]
+    S.reset()
+    url = ["--rest-url", S.url]
+
+    def own_record(d, job, mode):
+        with open(d + ".sp-record.json", "w") as f:
+            json.dump({"schema_version": 1, "snapshot": os.path.basename(d), "pins": [], "restores": [
+                {"job_id": job, "claim_mode": mode, "time_ms": 1, "cluster": S.url, "flink_version": "2.2.0",
+                 "snapshot_checkpoint_id": SAMPLE_ID}]}, f)
+
+    def attempt(cmd, name, job, mode, force=False, record=True):
+        """cmd (dispose, prune, relocate --move) on a fresh snapshot whose record names job:
+        (exit status, output, whether the snapshot is still there)"""
+        if cmd == "prune":
+            # an older snapshot (with the record) and a newer one of the same job: --keep-last 1 disposes the older
+            root = os.path.join(TMP, "prune-" + name)
+            snap = os.path.join(root, "savepoint-abcdef-000000000001")
+            shutil.copytree(SAMPLE, snap)
+            shutil.copytree(SAMPLE, os.path.join(root, "savepoint-abcdef-000000000002"))
+            os.utime(os.path.join(snap, "_metadata"), (1000000000, 1000000000))
+            args = ["prune", root, "--keep-last", "1"]
+        else:
+            snap = new_snapshot(name)
+            args = ["dispose", snap] if cmd == "dispose" else ["relocate", snap, snap + "-moved", "--move"]
+        if record:
+            own_record(snap, job, mode)
+        rc, out, err = sp(*(args + (["--force"] if force else [])))
+        return rc, out + err, os.path.exists(snap)
+
+    # NO_CLAIM, the restored job ended (CANCELED) without a later checkpoint: it no longer needs the snapshot
+    S.faults(checkpoint_after_polls=10 ** 6)
+    snap = new_snapshot("noclaim-ended")
+    rc, out, err = sp("restore", snap, "--jar", JAR, *url)
+    ended = out.strip()
+    r = urllib.request.Request(S.url + "/jobs/%s?mode=cancel" % ended, method="PATCH")
+    code = urllib.request.urlopen(r).status
+    rc2, out2, err2 = sp("dispose", snap)  # no --rest-url: the cluster recorded by sp restore is asked
+    ok(rc == 0 and code == 202 and job_state(S, ended) == "CANCELED" and rc2 == 0 and not os.path.exists(snap) and
+       "is over" in err2, "NO_CLAIM restore whose job was cancelled: sp dispose allowed, with a note", (rc, err, rc2, err2))
+    for cmd in ("prune", "relocate"):
+        gone = S.job(name="ended-" + cmd)
+        S.ctl("PATCH", "jobs", {"jid": gone, "state": "FINISHED"})
+        rc, out, there = attempt(cmd, "noclaim-ended-" + cmd, gone, "NO_CLAIM")
+        ok(rc == 0 and not there and "is over" in out,
+           "NO_CLAIM restore whose job FINISHED: sp %s allowed, with a note" % ("relocate --move" if cmd == "relocate"
+                                                                                 else cmd), (rc, out))
+    # NO_CLAIM, the recorded cluster does not know the job (404): allowed, with a note
+    unknown = "e0" * 16
+    for cmd in ("dispose", "prune", "relocate"):
+        rc, out, there = attempt(cmd, "noclaim-unknown-" + cmd, unknown, "NO_CLAIM")
+        ok(rc == 0 and not there and "unknown to its cluster" in out,
+           "NO_CLAIM restore of a job its cluster does not know: sp %s allowed, with a note" % cmd, (rc, out))
+    # CLAIM, the recorded cluster does not know the job: refused; --force overrides with a warning
+    for cmd in ("dispose", "prune", "relocate"):
+        rc, out, there = attempt(cmd, "claim-unknown-" + cmd, unknown, "CLAIM")
+        ok(rc == 6 and there and "CLAIM" in out and "does not know it" in out and "--force" in out,
+           "CLAIM restore of a job its cluster does not know: sp %s refused (exit 6)" % cmd, (rc, out))
+        rc, out, there = attempt(cmd, "claim-unknown-force-" + cmd, unknown, "CLAIM", force=True)
+        ok(rc == 0 and not there and "warning" in out and "unknown to the cluster" in out and "--force" in out,
+           "... sp %s --force: allowed, with a warning" % cmd, (rc, out))
+    # CLAIM, a job the cluster knows (even one that ended): refused, even with --force
+    known = S.job(name="claimed")
+    S.ctl("PATCH", "jobs", {"jid": known, "state": "FINISHED"})
+    for cmd in ("dispose", "prune", "relocate"):
+        rc, out, there = attempt(cmd, "claim-known-" + cmd, known, "CLAIM", force=True)
+        ok(rc == 6 and there and "Flink owns it" in out,
+           "CLAIM restore of a job the cluster knows: sp %s --force refused (exit 6)" % cmd, (rc, out))
 
     # ---- ownership rules without a cluster, and LEGACY ----
     snap = new_snapshot("noclaim-nocluster")
