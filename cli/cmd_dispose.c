@@ -74,10 +74,8 @@ int cmd_dispose(int argc, char **argv)
         json_items(&w, dry_run ? "to_delete" : "deleted", res.deleted, res.n_deleted);
         json_items(&w, "external", res.external, res.n_external);
         json_items(&w, "unreferenced", res.unreferenced, res.n_unreferenced);
-        if (s) {
-            jw_key(&w, "error");
-            jw_str(&w, err.message);
-        }
+        jw_key(&w, "error");
+        jw_error(&w, s ? &err : NULL);
         jw_obj_end(&w);
         jw_end(&w);
     } else if (!s || res.n_deleted) {

@@ -169,18 +169,7 @@ static void print_json(const sp_catalog_t *cat, const sp_prune_plan_t *plan, con
         else
             jw_null(&w);
         jw_key(&w, "dispose_error");
-        if (d->outcome == SP_PRUNE_FAILED) {
-            jw_obj(&w);
-            jw_key(&w, "code");
-            jw_str(&w, sp_status_token(d->error.code));
-            jw_key(&w, "exit_code");
-            jw_int(&w, exit_code_for(d->error.code));
-            jw_key(&w, "message");
-            jw_str(&w, d->error.message);
-            jw_obj_end(&w);
-        } else {
-            jw_null(&w);
-        }
+        jw_error(&w, d->outcome == SP_PRUNE_FAILED ? &d->error : NULL);
         jw_obj_end(&w);
     }
     jw_arr_end(&w);

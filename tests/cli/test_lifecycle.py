@@ -420,6 +420,9 @@ ok(rc == 0 and os.path.exists(target + ".sp-record.json") and not os.path.lexist
    "pin through a symlink writes the record beside the real directory", err)
 rc, _, err = sp("dispose", target)
 ok(rc == 6 and "via link" in err and os.path.isdir(target), "and dispose of the directory honours it", err)
+rc, js, err = sp_json("dispose", "--json", target)
+ok(rc == 6 and js and js["ok"] is False and js["error"]["exit_code"] == 6 and js["error"]["code"] and
+   "via link" in js["error"]["message"], "dispose --json: a refusal's error is the error object of sp(1)", err + str(js))
 
 # checkpoint IDs that started again (a fixed job ID redeployed without restoring): the newest by time stays
 reroot = os.path.join(tmp, "restarted")
