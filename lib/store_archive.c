@@ -11,13 +11,26 @@
  * later entry wins (as with tar -x); scan() reports every entry it meets.
  *
  * Writing: entries go, in the order given, to "<path>.sp-tmp-<pid>" beside
- * the archive; finish() closes it, fsyncs it and moves it to `path` (never
- * over an existing file).  zstd compression is done here with a ZSTD_CCtx
- * using worker threads, fed by libarchive's client write callback.  Objects
- * written without a size hint are buffered (in memory up to SPILL_BYTES,
- * then in an unlinked temporary file beside the archive) because a tar
- * header carries the size before the data.
+ * the archive; finish() closes it, fsyncs it, moves it to `path` (never
+ * over an existing file) and checks it (see "checking what was written").
+ * Once finished, the store reads the new archive from the writer's own
+ * index (stat, list, open_read, scan), without a pass to build one.
+ * Objects written without a size hint are buffered (in memory up to
+ * SPILL_BYTES, then in an unlinked temporary file beside the archive)
+ * because a tar header carries the size before the data.
+ *
+ * The write pipeline: write() copies the caller's bytes into a queue of
+ * CHUNKS slots of CHUNK_BYTES and returns; one writer thread takes the
+ * slots in order through libarchive (tar headers and blocks), our
+ * ZSTD_CCtx (level 3 with one zstd worker per core, as `zstd -T0`) and
+ * large write()s, and starts the kernel's writeback of each WRITEBACK_BYTES
+ * written (sync_file_range), so the caller reads the next source file while
+ * the last one is compressed and written, and the final fsync has little
+ * left to wait for.  An error of the writer thread is reported by the next
+ * call on the store and by finish() at the latest (never lost: finish
+ * fails, and no archive appears under `path`).
  */
+#define _GNU_SOURCE /* sync_file_range */
 #include "sp_store.h"
 
 #include <archive.h>
@@ -26,17 +39,24 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #define READ_BLOCK (64 * 1024)
-#define WRITE_BLOCK (64 * 1024)
+#define WRITE_BLOCK (64 * 1024)                  /* libarchive hands the writer this much at a time */
 #define SPILL_BYTES ((size_t)16 * 1024 * 1024)
+#define CHUNK_BYTES ((size_t)1024 * 1024)        /* one slot of the write queue */
+#define CHUNKS 8                                 /* slots: the caller reads up to 8 MiB ahead of the writer */
+#define OUT_BYTES ((size_t)1024 * 1024)          /* compressed output gathered for one write() */
+#define WRITEBACK_BYTES ((uint64_t)8 * 1024 * 1024) /* start writeback of the archive every 8 MiB */
+#define PAX_MAX ((size_t)1024 * 1024)            /* a pax extended header larger than this is not ours */
 
 /* ---------------------------------------------------------------- errors */
 
@@ -285,19 +305,60 @@ static bool index_add_parents(arc_index_t *ix, const char *name)
 
 /* ----------------------------------------------------------------- store */
 
+/* One slot of the write queue: an entry's header, data, the end of the entry, or any run of these. */
+typedef struct wslot {
+    char *hdr_key;       /* non-NULL: begin this entry (header) before the data */
+    int64_t hdr_size;
+    unsigned char *data; /* CHUNK_BYTES, allocated on first use */
+    size_t len;
+    bool end;            /* finish the entry after the data */
+} wslot_t;
+
+/* An entry found by the tar scanner. */
+typedef struct tfound {
+    char *name;
+    int64_t size;
+} tfound_t;
+
+/*
+ * A tar stream scanner: fed the bytes of a tar stream in pieces, it reads
+ * the headers (ustar fields, pax "path" and "size" records, header
+ * checksums) and steps over the data without looking at it, and records
+ * the regular entries it finds.  Used on the stream libarchive produces
+ * and on a finished .tar on disk (see "checking what was written").
+ */
+typedef struct tscan {
+    enum { TS_HEADER, TS_PAX, TS_SKIP } state;
+    unsigned char blk[512];
+    size_t blen;
+    uint64_t skip;      /* TS_SKIP: bytes to pass */
+    uint64_t pad;       /* TS_PAX: padding after the pax records */
+    char *pax;          /* TS_PAX: the records being gathered */
+    size_t pax_len, pax_want;
+    char *pax_path;     /* from the last pax header, for the next entry */
+    int64_t pax_size;   /* -1: none */
+    int zeros;          /* end-of-archive blocks seen (2 = ended) */
+    uint64_t offset;    /* bytes of the stream consumed */
+    bool bad;
+    char why[200];
+    tfound_t *found;
+    size_t n_found, cap_found;
+} tscan_t;
+
 typedef struct arc_store {
     char *path;
     bool create;
     arc_index_t ix;
     bool indexed;
 
-    /* writing */
+    /* writing (the fields below `cur` to `out_tail` belong to the writer thread while it runs) */
     char *tmp;
     int fd;
     struct archive *aw;
     ZSTD_CCtx *zc;
+    bool zstd;     /* the archive is zstd compressed (zc is freed once finished) */
     unsigned char *zout;
-    size_t zout_cap;
+    size_t zout_cap, zout_len;
     bool discard;  /* callbacks drop everything (the temp file is going away) */
     bool cb_failed;
     sp_error_t cb_err;
@@ -305,6 +366,27 @@ typedef struct arc_store {
     sp_error_t fail_err;
     bool finished;
     struct sp_store_writer *cur;
+    uint64_t headers;   /* entries committed: the next entry's header number */
+    char *t_key;        /* the entry the writer thread is writing, for messages */
+    tscan_t ts;         /* the tar stream handed to the compressor / the file */
+    uint64_t out_bytes; /* bytes written to the file */
+    uint64_t wb_from;   /* writeback started up to here */
+    unsigned char out_tail[64];
+    size_t out_tail_len;
+
+    /* the write queue (see the pipeline above); mu guards q_*, t_failed and t_err */
+    pthread_t thread;
+    bool thread_on;
+    pthread_mutex_t mu;
+    pthread_cond_t cv_work, cv_free;
+    bool sync_init;
+    wslot_t slots[CHUNKS];
+    size_t q_head, q_len; /* published slots: slots[q_head .. q_head + q_len) (mod CHUNKS) */
+    bool q_stop;          /* the thread ends once the queue is empty */
+    bool q_drop;          /* ... and drops what is left */
+    wslot_t *fill;        /* the slot the caller is filling (not yet published), or NULL */
+    bool t_failed;
+    sp_error_t t_err;
 } arc_store_t;
 
 struct sp_store_reader {
@@ -616,7 +698,7 @@ static sp_status_t arc_open_read_op(sp_store_t *s, const char *key, sp_store_rea
 {
     arc_store_t *as = impl(s);
     *out = NULL;
-    if (as->create)
+    if (as->create && !as->finished)
         return fail(err, as->path, SP_ERR_INVALID,
                     "archive %s is being written; its entries can be read once it is finished", as->path);
     sp_status_t st = ensure_index(as, err);
@@ -677,7 +759,7 @@ static void arc_close_read(sp_store_reader_t *r)
 static sp_status_t arc_scan(sp_store_t *s, sp_store_scan_cb cb, void *user, sp_error_t *err)
 {
     arc_store_t *as = impl(s);
-    if (as->create)
+    if (as->create && !as->finished)
         return fail(err, as->path, SP_ERR_INVALID,
                     "archive %s is being written; it can be scanned once it is finished", as->path);
     struct archive *a;
@@ -758,6 +840,297 @@ static sp_status_t arc_scan(sp_store_t *s, sp_store_scan_cb cb, void *user, sp_e
     return st != SP_OK ? st : (sp_status_t)rc;
 }
 
+/* ------------------------------------------------------------ tar scanner */
+
+static void ts_init(tscan_t *t)
+{
+    memset(t, 0, sizeof *t);
+    t->pax_size = -1;
+}
+
+static void ts_free(tscan_t *t)
+{
+    for (size_t i = 0; i < t->n_found; i++)
+        free(t->found[i].name);
+    free(t->found);
+    free(t->pax);
+    free(t->pax_path);
+    ts_init(t);
+}
+
+static void ts_bad(tscan_t *t, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+static void ts_bad(tscan_t *t, const char *fmt, ...)
+{
+    if (t->bad)
+        return;
+    t->bad = true;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->why, sizeof t->why, fmt, ap);
+    va_end(ap);
+}
+
+/* A numeric header field: octal digits padded with spaces / NULs, or base-256 (first byte 0x80). */
+static bool ts_number(const unsigned char *f, size_t n, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (f[0] & 0x80) {
+        if (f[0] != 0x80)
+            return false;
+        for (size_t i = 1; i < n; i++) {
+            if (v >> 55)
+                return false;
+            v = v << 8 | f[i];
+        }
+        *out = v;
+        return true;
+    }
+    size_t i = 0, digits = 0;
+    while (i < n && f[i] == ' ')
+        i++;
+    for (; i < n && f[i] >= '0' && f[i] <= '7'; i++, digits++) {
+        if (v >> 60)
+            return false;
+        v = v * 8 + (uint64_t)(f[i] - '0');
+    }
+    for (; i < n; i++)
+        if (f[i] != ' ' && f[i] != '\0')
+            return false;
+    *out = v;
+    return digits > 0;
+}
+
+/* The records of a pax extended header ("LEN key=value\n"...): path and size apply to the next entry. */
+static void ts_pax_done(tscan_t *t)
+{
+    size_t i = 0;
+    while (i < t->pax_len && !t->bad) {
+        size_t len = 0, j = i;
+        while (j < t->pax_len && t->pax[j] >= '0' && t->pax[j] <= '9' && len <= t->pax_len)
+            len = len * 10 + (size_t)(t->pax[j++] - '0');
+        if (j == i || j >= t->pax_len || t->pax[j] != ' ' || len < j - i + 3 || len > t->pax_len - i ||
+            t->pax[i + len - 1] != '\n') {
+            ts_bad(t, "a malformed pax record at byte %llu", (unsigned long long)(t->offset - t->pax_len + i));
+            return;
+        }
+        const char *kv = t->pax + j + 1;
+        size_t kvlen = i + len - 1 - (j + 1);
+        const char *eq = memchr(kv, '=', kvlen);
+        if (!eq) {
+            ts_bad(t, "a pax record without '=' at byte %llu", (unsigned long long)(t->offset - t->pax_len + i));
+            return;
+        }
+        size_t klen = (size_t)(eq - kv), vlen = kvlen - klen - 1;
+        if (klen == 4 && memcmp(kv, "path", 4) == 0) {
+            free(t->pax_path);
+            if (!(t->pax_path = strndup(eq + 1, vlen)))
+                ts_bad(t, "out of memory");
+        } else if (klen == 4 && memcmp(kv, "size", 4) == 0) {
+            int64_t v = 0;
+            size_t d = 0;
+            for (; d < vlen && eq[1 + d] >= '0' && eq[1 + d] <= '9' && v < INT64_MAX / 10 - 9; d++)
+                v = v * 10 + (eq[1 + d] - '0');
+            if (!d || d != vlen)
+                ts_bad(t, "a bad pax size record");
+            t->pax_size = v;
+        }
+        i += len;
+    }
+}
+
+static void ts_found(tscan_t *t, char *name, int64_t size)
+{
+    if (!name) {
+        ts_bad(t, "out of memory");
+        return;
+    }
+    if (t->n_found == t->cap_found) {
+        size_t nc = t->cap_found ? t->cap_found * 2 : 64;
+        tfound_t *nf = realloc(t->found, nc * sizeof *nf);
+        if (!nf) {
+            free(name);
+            ts_bad(t, "out of memory");
+            return;
+        }
+        t->found = nf;
+        t->cap_found = nc;
+    }
+    t->found[t->n_found++] = (tfound_t){name, size};
+}
+
+/* One 512-byte header block (t->offset is just past it). */
+static void ts_block(tscan_t *t)
+{
+    const unsigned char *b = t->blk;
+    unsigned long long at = (unsigned long long)(t->offset - 512);
+    bool zero = true;
+    for (size_t i = 0; i < 512 && zero; i++)
+        zero = b[i] == 0;
+    if (zero) {
+        t->zeros += t->zeros < 2; /* more zero blocks after the marker: padding */
+        return;
+    }
+    if (t->zeros == 2) {
+        ts_bad(t, "data after the end-of-archive marker, at byte %llu", at);
+        return;
+    }
+    if (t->zeros) {
+        ts_bad(t, "a header after a zero block, at byte %llu", at);
+        return;
+    }
+    uint64_t sum = 0, want, size;
+    for (size_t i = 0; i < 512; i++)
+        sum += i >= 148 && i < 156 ? (uint64_t)' ' : b[i];
+    if (!ts_number(b + 148, 8, &want) || want != sum || memcmp(b + 257, "ustar", 5) != 0) {
+        ts_bad(t, "no valid ustar header at byte %llu", at);
+        return;
+    }
+    if (!ts_number(b + 124, 12, &size) || size > (uint64_t)INT64_MAX - 512) {
+        ts_bad(t, "a bad size field in the header at byte %llu", at);
+        return;
+    }
+    uint64_t pad = (512 - size % 512) % 512;
+    switch (b[156]) {
+    case 'x':
+        if (size > PAX_MAX) {
+            ts_bad(t, "a pax header of %llu bytes at byte %llu", (unsigned long long)size, at);
+            return;
+        }
+        if (!t->pax || t->pax_want < size) {
+            char *np = realloc(t->pax, (size_t)size + 1);
+            if (!np) {
+                ts_bad(t, "out of memory");
+                return;
+            }
+            t->pax = np;
+        }
+        t->pax_want = (size_t)size;
+        t->pax_len = 0;
+        t->pad = pad;
+        if (size) {
+            t->state = TS_PAX;
+        } else {
+            t->skip = pad;
+            t->state = pad ? TS_SKIP : TS_HEADER;
+        }
+        return;
+    case 'g':
+        t->skip = size + pad;
+        t->state = t->skip ? TS_SKIP : TS_HEADER;
+        return;
+    case '0':
+    case '\0': {
+        char *name;
+        if (t->pax_path) {
+            name = t->pax_path;
+            t->pax_path = NULL;
+        } else {
+            size_t pl = strnlen((const char *)b + 345, 155), nl = strnlen((const char *)b, 100);
+            name = malloc(pl + nl + 2);
+            if (name) {
+                memcpy(name, b + 345, pl);
+                if (pl)
+                    name[pl++] = '/';
+                memcpy(name + pl, b, nl);
+                name[pl + nl] = '\0';
+            }
+        }
+        if (t->pax_size >= 0) {
+            size = (uint64_t)t->pax_size;
+            pad = (512 - size % 512) % 512;
+        }
+        t->pax_size = -1;
+        ts_found(t, name, (int64_t)size);
+        t->skip = size + pad;
+        t->state = t->skip ? TS_SKIP : TS_HEADER;
+        return;
+    }
+    default:
+        ts_bad(t, "an entry of type '%c' at byte %llu", b[156] >= 32 && b[156] < 127 ? b[156] : '?', at);
+        return;
+    }
+}
+
+/* More of the stream.  Data is stepped over without being read (a mapped file is touched only at headers). */
+static void ts_feed(tscan_t *t, const unsigned char *p, size_t n)
+{
+    while (n && !t->bad) {
+        size_t k;
+        if (t->state == TS_SKIP) {
+            k = (uint64_t)n < t->skip ? n : (size_t)t->skip;
+            t->skip -= k;
+            if (!t->skip)
+                t->state = TS_HEADER;
+            t->offset += k;
+        } else if (t->state == TS_PAX) {
+            k = n < t->pax_want - t->pax_len ? n : t->pax_want - t->pax_len;
+            memcpy(t->pax + t->pax_len, p, k);
+            t->pax_len += k;
+            t->offset += k;
+            if (t->pax_len == t->pax_want) {
+                ts_pax_done(t);
+                t->skip = t->pad;
+                t->state = t->skip ? TS_SKIP : TS_HEADER;
+            }
+        } else {
+            k = n < 512 - t->blen ? n : 512 - t->blen;
+            memcpy(t->blk + t->blen, p, k);
+            t->blen += k;
+            t->offset += k;
+            if (t->blen == 512) {
+                t->blen = 0;
+                ts_block(t);
+            }
+        }
+        p += k;
+        n -= k;
+    }
+}
+
+/*
+ * Whether the stream scanned was a whole tar archive holding exactly the
+ * regular entries of the index, in order, with their sizes; *why says
+ * what differs.
+ */
+static bool ts_matches(tscan_t *t, const arc_index_t *ix, char *why, size_t whysz)
+{
+    if (t->bad) {
+        snprintf(why, whysz, "%s", t->why);
+        return false;
+    }
+    if (t->zeros != 2 || t->state != TS_HEADER || t->blen) {
+        snprintf(why, whysz, "it ends at byte %llu %s", (unsigned long long)t->offset,
+                 t->zeros ? "inside the end-of-archive marker" : "without the end-of-archive marker");
+        return false;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < ix->n; i++) {
+        const arc_ent_t *e = &ix->ents[i];
+        if (e->type != ENT_FILE || e->shadowed)
+            continue;
+        if (k >= t->n_found) {
+            snprintf(why, whysz, "entry \"%s\" is missing (%zu entries found)", e->name, t->n_found);
+            return false;
+        }
+        const tfound_t *f = &t->found[k++];
+        if (strcmp(f->name, e->name) != 0 || f->size != e->size) {
+            snprintf(why, whysz, "entry #%zu is \"%.200s\" of %lld bytes, expected \"%s\" of %lld bytes", k,
+                     f->name, (long long)f->size, e->name, (long long)e->size);
+            return false;
+        }
+    }
+    if (k != t->n_found) {
+        snprintf(why, whysz, "%zu entries more than were written", t->n_found - k);
+        return false;
+    }
+    return true;
+}
+
 /* ----------------------------------------------------------- write side */
 
 static sp_status_t write_full(arc_store_t *as, int fd, const char *what, const void *buf, size_t n,
@@ -778,25 +1151,65 @@ static sp_status_t write_full(arc_store_t *as, int fd, const char *what, const v
     return SP_OK;
 }
 
+/* Bytes of the archive file: written, counted, the last ones kept, and writeback started every
+ * WRITEBACK_BYTES so that it runs while the rest is compressed (finish()'s fsync is what makes the
+ * archive durable; this only moves the work earlier). */
+static sp_status_t out_write(arc_store_t *as, const void *buf, size_t n, sp_error_t *err)
+{
+    sp_status_t st = write_full(as, as->fd, as->tmp, buf, n, err);
+    if (st != SP_OK)
+        return st;
+    as->out_bytes += n;
+    const size_t keep = sizeof as->out_tail;
+    if (n >= keep) {
+        memcpy(as->out_tail, (const unsigned char *)buf + n - keep, keep);
+        as->out_tail_len = keep;
+    } else {
+        size_t old = as->out_tail_len + n > keep ? keep - n : as->out_tail_len;
+        memmove(as->out_tail, as->out_tail + as->out_tail_len - old, old);
+        memcpy(as->out_tail + old, buf, n);
+        as->out_tail_len = old + n;
+    }
+#if defined(SYNC_FILE_RANGE_WRITE)
+    if (as->out_bytes - as->wb_from >= WRITEBACK_BYTES) {
+        (void)sync_file_range(as->fd, (off_t)as->wb_from, (off_t)(as->out_bytes - as->wb_from),
+                              SYNC_FILE_RANGE_WRITE);
+        as->wb_from = as->out_bytes;
+    }
+#endif
+    return SP_OK;
+}
+
+static sp_status_t zout_flush(arc_store_t *as, sp_error_t *err)
+{
+    size_t n = as->zout_len;
+    as->zout_len = 0;
+    return n ? out_write(as, as->zout, n, err) : SP_OK;
+}
+
+/* libarchive's output: the tar stream, scanned, then compressed (or written as it is). */
 static la_ssize_t cb_write(struct archive *a, void *client, const void *buf, size_t len)
 {
     arc_store_t *as = client;
     if (as->discard)
         return (la_ssize_t)len;
+    ts_feed(&as->ts, buf, len);
     if (!as->zc) {
-        if (write_full(as, as->fd, as->tmp, buf, len, &as->cb_err) != SP_OK)
+        if (out_write(as, buf, len, &as->cb_err) != SP_OK)
             goto failed;
         return (la_ssize_t)len;
     }
     ZSTD_inBuffer in = {buf, len, 0};
     while (in.pos < in.size) {
-        ZSTD_outBuffer out = {as->zout, as->zout_cap, 0};
+        ZSTD_outBuffer out = {as->zout, as->zout_cap, as->zout_len};
         size_t r = ZSTD_compressStream2(as->zc, &out, &in, ZSTD_e_continue);
+        as->zout_len = out.pos;
         if (ZSTD_isError(r)) {
             fail(&as->cb_err, as->path, SP_ERR_IO, "zstd compression failed: %s", ZSTD_getErrorName(r));
             goto failed;
         }
-        if (write_full(as, as->fd, as->tmp, as->zout, out.pos, &as->cb_err) != SP_OK)
+        /* one large write() per OUT_BYTES, with room for zstd's next output always left */
+        if (as->zout_cap - as->zout_len < ZSTD_CStreamOutSize() && zout_flush(as, &as->cb_err) != SP_OK)
             goto failed;
     }
     return (la_ssize_t)len;
@@ -813,13 +1226,14 @@ static int cb_close(struct archive *a, void *client)
         return ARCHIVE_OK;
     for (;;) {
         ZSTD_inBuffer in = {NULL, 0, 0};
-        ZSTD_outBuffer out = {as->zout, as->zout_cap, 0};
+        ZSTD_outBuffer out = {as->zout, as->zout_cap, as->zout_len};
         size_t left = ZSTD_compressStream2(as->zc, &out, &in, ZSTD_e_end);
+        as->zout_len = out.pos;
         if (ZSTD_isError(left)) {
             fail(&as->cb_err, as->path, SP_ERR_IO, "zstd compression failed: %s", ZSTD_getErrorName(left));
             break;
         }
-        if (write_full(as, as->fd, as->tmp, as->zout, out.pos, &as->cb_err) != SP_OK)
+        if (zout_flush(as, &as->cb_err) != SP_OK)
             break;
         if (left == 0)
             return ARCHIVE_OK;
@@ -829,9 +1243,123 @@ static int cb_close(struct archive *a, void *client)
     return ARCHIVE_FATAL;
 }
 
+/* ------------------------------------------------------------ the write queue */
+
+static void slot_reset(wslot_t *sl)
+{
+    free(sl->hdr_key);
+    sl->hdr_key = NULL;
+    sl->len = 0;
+    sl->end = false;
+}
+
+/* A libarchive write failure as an error (no side effects): the detail from our callbacks when they failed. */
+static sp_status_t describe_write_fail(arc_store_t *as, const char *key, sp_error_t *err)
+{
+    sp_status_t code;
+    if (as->cb_failed) {
+        code = as->cb_err.code;
+        if (key)
+            fail(err, as->path, code, "archive %s: entry \"%s\": %s", as->path, key, as->cb_err.message);
+        else
+            fail(err, as->path, code, "%s", as->cb_err.message);
+    } else {
+        code = archive_errno(as->aw) == ENOMEM ? SP_ERR_NOMEM : SP_ERR_IO;
+        if (key)
+            fail(err, as->path, code, "archive %s: cannot write entry \"%s\": %s", as->path, key, arc_msg(as->aw));
+        else
+            fail(err, as->path, code, "cannot write archive %s: %s", as->path, arc_msg(as->aw));
+    }
+    return code;
+}
+
+/* One slot through libarchive (the writer thread, or the caller when there is none). */
+static sp_status_t run_slot(arc_store_t *as, wslot_t *sl, sp_error_t *err)
+{
+    if (sl->hdr_key) {
+        free(as->t_key);
+        as->t_key = sl->hdr_key;
+        sl->hdr_key = NULL;
+        struct archive_entry *e = archive_entry_new();
+        if (!e)
+            return nomem(err, as->path);
+        archive_entry_set_pathname(e, as->t_key);
+        archive_entry_set_filetype(e, AE_IFREG);
+        archive_entry_set_perm(e, 0644);
+        archive_entry_set_size(e, sl->hdr_size);
+        archive_entry_set_mtime(e, time(NULL), 0);
+        archive_entry_set_uid(e, 0);
+        archive_entry_set_gid(e, 0);
+        int r = archive_write_header(as->aw, e);
+        archive_entry_free(e);
+        if (r < ARCHIVE_WARN || as->cb_failed)
+            return describe_write_fail(as, as->t_key, err);
+    }
+    const unsigned char *p = sl->data;
+    size_t n = sl->len;
+    while (n) {
+        la_ssize_t k = archive_write_data(as->aw, p, n);
+        if (k <= 0 || as->cb_failed)
+            return describe_write_fail(as, as->t_key, err);
+        p += k;
+        n -= (size_t)k;
+    }
+    if (sl->end && (archive_write_finish_entry(as->aw) < ARCHIVE_WARN || as->cb_failed))
+        return describe_write_fail(as, as->t_key, err);
+    return SP_OK;
+}
+
+static void *writer_main(void *arg)
+{
+    arc_store_t *as = arg;
+    pthread_mutex_lock(&as->mu);
+    for (;;) {
+        while (!as->q_len && !as->q_stop)
+            pthread_cond_wait(&as->cv_work, &as->mu);
+        if (!as->q_len)
+            break;
+        wslot_t *sl = &as->slots[as->q_head];
+        bool skip = as->t_failed || as->q_drop; /* after a failure the queue is only drained */
+        pthread_mutex_unlock(&as->mu);
+        sp_error_t e;
+        sp_error_clear(&e);
+        sp_status_t st = skip ? SP_OK : run_slot(as, sl, &e);
+        slot_reset(sl);
+        pthread_mutex_lock(&as->mu);
+        if (st != SP_OK && !as->t_failed) {
+            as->t_failed = true;
+            as->t_err = e;
+        }
+        as->q_head = (as->q_head + 1) % CHUNKS;
+        as->q_len--;
+        pthread_cond_signal(&as->cv_free);
+    }
+    pthread_mutex_unlock(&as->mu);
+    return NULL;
+}
+
+/* End the writer thread: after it wrote what is queued, or (drop) at once. */
+static void q_stop(arc_store_t *as, bool drop)
+{
+    if (!as->thread_on)
+        return;
+    pthread_mutex_lock(&as->mu);
+    as->q_stop = true;
+    if (drop)
+        as->q_drop = true;
+    pthread_cond_signal(&as->cv_work);
+    pthread_mutex_unlock(&as->mu);
+    pthread_join(as->thread, NULL);
+    as->thread_on = false;
+}
+
 /* Drop the output: nothing more is written, the temp file is removed. */
 static void discard_output(arc_store_t *as)
 {
+    q_stop(as, true);
+    as->fill = NULL;
+    for (int i = 0; i < CHUNKS; i++)
+        slot_reset(&as->slots[i]);
     as->discard = true;
     if (as->aw) {
         archive_write_free(as->aw);
@@ -862,35 +1390,125 @@ static sp_status_t mark_failed(arc_store_t *as, sp_status_t code, sp_error_t *er
     return code;
 }
 
-/* A libarchive write failure: the detail from our callbacks when they failed. */
+/* A libarchive write failure in this thread: the store fails. */
 static sp_status_t write_fail(arc_store_t *as, const char *key, sp_error_t *err)
 {
-    sp_status_t code;
-    if (as->cb_failed) {
-        code = as->cb_err.code;
-        if (key)
-            fail(err, as->path, code, "archive %s: entry \"%s\": %s", as->path, key, as->cb_err.message);
-        else
-            fail(err, as->path, code, "%s", as->cb_err.message);
-    } else {
-        code = archive_errno(as->aw) == ENOMEM ? SP_ERR_NOMEM : SP_ERR_IO;
-        if (key)
-            fail(err, as->path, code, "archive %s: cannot write entry \"%s\": %s", as->path, key, arc_msg(as->aw));
-        else
-            fail(err, as->path, code, "cannot write archive %s: %s", as->path, arc_msg(as->aw));
-    }
-    return mark_failed(as, code, err);
+    sp_error_t e;
+    sp_error_clear(&e);
+    sp_status_t code = describe_write_fail(as, key, &e);
+    if (err)
+        *err = e;
+    return mark_failed(as, code, &e);
+}
+
+/* An error the writer thread met becomes the store's failure. */
+static sp_status_t check_thread(arc_store_t *as, sp_error_t *err)
+{
+    if (!as->sync_init)
+        return SP_OK;
+    pthread_mutex_lock(&as->mu);
+    bool failed = as->t_failed;
+    sp_error_t e = as->t_err;
+    pthread_mutex_unlock(&as->mu);
+    if (!failed)
+        return SP_OK;
+    if (err)
+        *err = e;
+    return mark_failed(as, e.code ? e.code : SP_ERR_IO, &e);
 }
 
 static sp_status_t refuse_if_failed(arc_store_t *as, sp_error_t *err)
 {
     if (!as->failed)
-        return SP_OK;
+        return as->create && !as->finished ? check_thread(as, err) : SP_OK;
     if (err) {
         *err = as->fail_err;
         return err->code;
     }
     return as->fail_err.code;
+}
+
+/* The slot to fill next (waits while every slot is queued). */
+static sp_status_t q_acquire(arc_store_t *as, sp_error_t *err)
+{
+    if (as->fill)
+        return SP_OK;
+    pthread_mutex_lock(&as->mu);
+    while (as->q_len == CHUNKS && !as->t_failed)
+        pthread_cond_wait(&as->cv_free, &as->mu);
+    wslot_t *sl = &as->slots[(as->q_head + as->q_len) % CHUNKS];
+    pthread_mutex_unlock(&as->mu);
+    sp_status_t st = check_thread(as, err);
+    if (st != SP_OK)
+        return st;
+    if (!sl->data && !(sl->data = malloc(CHUNK_BYTES)))
+        return mark_failed(as, nomem(err, as->path), err);
+    as->fill = sl;
+    return SP_OK;
+}
+
+/* Hand the slot being filled to the writer thread (or write it here when there is no thread). */
+static sp_status_t q_publish(arc_store_t *as, sp_error_t *err)
+{
+    wslot_t *sl = as->fill;
+    if (!sl)
+        return SP_OK;
+    as->fill = NULL;
+    if (!as->thread_on) {
+        sp_error_t e;
+        sp_error_clear(&e);
+        sp_status_t st = run_slot(as, sl, &e);
+        slot_reset(sl);
+        if (st == SP_OK)
+            return SP_OK;
+        if (err)
+            *err = e;
+        return mark_failed(as, st, &e);
+    }
+    pthread_mutex_lock(&as->mu);
+    as->q_len++;
+    pthread_cond_signal(&as->cv_work);
+    pthread_mutex_unlock(&as->mu);
+    return check_thread(as, err);
+}
+
+static sp_status_t q_header(arc_store_t *as, const char *key, int64_t size, sp_error_t *err)
+{
+    sp_status_t st = q_acquire(as, err);
+    if (st != SP_OK)
+        return st;
+    if (!(as->fill->hdr_key = strdup(key)))
+        return mark_failed(as, nomem(err, as->path), err);
+    as->fill->hdr_size = size;
+    return SP_OK;
+}
+
+static sp_status_t q_data(arc_store_t *as, const void *buf, size_t n, sp_error_t *err)
+{
+    const unsigned char *p = buf;
+    while (n) {
+        sp_status_t st = q_acquire(as, err);
+        if (st != SP_OK)
+            return st;
+        wslot_t *sl = as->fill;
+        size_t k = n < CHUNK_BYTES - sl->len ? n : CHUNK_BYTES - sl->len;
+        memcpy(sl->data + sl->len, p, k);
+        sl->len += k;
+        p += k;
+        n -= k;
+        if (sl->len == CHUNK_BYTES && (st = q_publish(as, err)) != SP_OK)
+            return st;
+    }
+    return SP_OK;
+}
+
+static sp_status_t q_end(arc_store_t *as, sp_error_t *err)
+{
+    sp_status_t st = q_acquire(as, err);
+    if (st != SP_OK)
+        return st;
+    as->fill->end = true;
+    return q_publish(as, err);
 }
 
 static sp_status_t read_only(arc_store_t *as, sp_error_t *err)
@@ -900,36 +1518,6 @@ static sp_status_t read_only(arc_store_t *as, sp_error_t *err)
                     "archive %s: entries of an archive being written cannot be removed, renamed or copied",
                     as->path);
     return fail(err, as->path, SP_ERR_INVALID, "archive %s: archives are read-only; write a new one", as->path);
-}
-
-static sp_status_t write_header(arc_store_t *as, const char *key, int64_t size, sp_error_t *err)
-{
-    struct archive_entry *e = archive_entry_new();
-    if (!e)
-        return mark_failed(as, nomem(err, as->path), err);
-    archive_entry_set_pathname(e, key);
-    archive_entry_set_filetype(e, AE_IFREG);
-    archive_entry_set_perm(e, 0644);
-    archive_entry_set_size(e, size);
-    archive_entry_set_mtime(e, time(NULL), 0);
-    archive_entry_set_uid(e, 0);
-    archive_entry_set_gid(e, 0);
-    int r = archive_write_header(as->aw, e);
-    archive_entry_free(e);
-    return r < ARCHIVE_WARN || as->cb_failed ? write_fail(as, key, err) : SP_OK;
-}
-
-static sp_status_t write_data(arc_store_t *as, const char *key, const void *buf, size_t n, sp_error_t *err)
-{
-    const unsigned char *p = buf;
-    while (n) {
-        la_ssize_t k = archive_write_data(as->aw, p, n);
-        if (k <= 0 || as->cb_failed)
-            return write_fail(as, key, err);
-        p += k;
-        n -= (size_t)k;
-    }
-    return SP_OK;
 }
 
 static sp_status_t arc_open_write(sp_store_t *s, const char *key, int64_t size_hint, sp_store_writer_t **out,
@@ -990,7 +1578,7 @@ static sp_status_t arc_open_write(sp_store_t *s, const char *key, int64_t size_h
     w->key = k;
     w->hint = size_hint < 0 ? -1 : size_hint;
     w->spill_fd = -1;
-    if (w->hint >= 0 && (st = write_header(as, k, w->hint, err)) != SP_OK) {
+    if (w->hint >= 0 && (st = q_header(as, k, w->hint, err)) != SP_OK) {
         free(k);
         free(w);
         return st;
@@ -1051,7 +1639,7 @@ static sp_status_t arc_write(sp_store_writer_t *w, const void *buf, size_t n, sp
                  w->key, (long long)w->hint);
             return mark_failed(as, SP_ERR_INVALID, err);
         }
-        if ((st = write_data(as, w->key, buf, n, err)) != SP_OK)
+        if ((st = q_data(as, buf, n, err)) != SP_OK)
             return st;
         w->written += (int64_t)n;
         return SP_OK;
@@ -1082,11 +1670,11 @@ static sp_status_t arc_write(sp_store_writer_t *w, const void *buf, size_t n, sp
 static sp_status_t commit_buffered(sp_store_writer_t *w, sp_error_t *err)
 {
     arc_store_t *as = w->as;
-    sp_status_t st = write_header(as, w->key, w->written, err);
+    sp_status_t st = q_header(as, w->key, w->written, err);
     if (st != SP_OK)
         return st;
     if (w->spill_fd < 0)
-        return write_data(as, w->key, w->buf, w->len, err);
+        return q_data(as, w->buf, w->len, err);
     if (lseek(w->spill_fd, 0, SEEK_SET) != 0) {
         int e = errno;
         fail(err, as->path, SP_ERR_IO, "archive %s: entry \"%s\": cannot rewind the spill file: %s", as->path,
@@ -1108,7 +1696,7 @@ static sp_status_t commit_buffered(sp_store_writer_t *w, sp_error_t *err)
             st = mark_failed(as, SP_ERR_IO, err);
             break;
         }
-        st = write_data(as, w->key, chunk, (size_t)k, err);
+        st = q_data(as, chunk, (size_t)k, err);
         left -= k;
     }
     free(chunk);
@@ -1126,10 +1714,11 @@ static sp_status_t arc_commit(sp_store_writer_t *w, sp_error_t *err)
     }
     if (st == SP_OK && w->hint < 0)
         st = commit_buffered(w, err);
-    if (st == SP_OK && (archive_write_finish_entry(as->aw) < ARCHIVE_WARN || as->cb_failed))
-        st = write_fail(as, w->key, err);
+    if (st == SP_OK)
+        st = q_end(as, err); /* the writer thread finishes the entry; its errors come with a later call */
     if (st == SP_OK) {
-        arc_ent_t *e = index_add(&as->ix, w->key, ENT_FILE, w->written, (int64_t)time(NULL) * 1000, as->ix.n);
+        uint64_t ordinal = as->headers++; /* the header number, as a reader counts them */
+        arc_ent_t *e = index_add(&as->ix, w->key, ENT_FILE, w->written, (int64_t)time(NULL) * 1000, ordinal);
         if (e) {
             w->key = NULL; /* the index owns it now */
             if (!index_add_parents(&as->ix, e->name))
@@ -1183,6 +1772,92 @@ static void fsync_dir_of(const char *path)
     free(dir);
 }
 
+/*
+ * Checking what was written (finish(), before the archive gets its name).
+ *
+ * relocate deletes the source of a --move and reports success only once
+ * the archive is known to be good.  Reading a new archive back through
+ * libarchive (a reader's full decompression pass) proves less than it
+ * seems: right after writing, every page of it is in the page cache, so
+ * that pass reads memory, not the disk, and shows only that the bytes sp
+ * handed to the kernel decode, at the cost of decompressing all of them.
+ * What can go wrong is checked here instead, at a small fraction of that:
+ *
+ *  1. the tar layer: every byte libarchive produced went through the tar
+ *     scanner (ts_feed) on its way to the compressor or the file; it must
+ *     be a well-formed tar stream (ustar headers with valid checksums, pax
+ *     records, the end-of-archive marker and nothing after it) holding
+ *     exactly the entries of the writer's index, in order, with their
+ *     names and sizes; every entry got exactly the bytes its header
+ *     announced (write() and commit() refuse anything else);
+ *  2. the file: write errors, and those of writeback (ENOSPC, EIO), are
+ *     reported by write() and fsync(); after the fsync the file is opened
+ *     again by name and must be the file written (device, inode), hold
+ *     exactly the bytes written and end with exactly the bytes written last;
+ *  3. the container: a .tar.zst must be one complete zstd frame spanning
+ *     the whole file, its block headers walked through the last block and
+ *     the content checksum (ZSTD_findFrameCompressedSize: no decompression);
+ *     a .tar is scanned again on disk as in 1 (headers only, data skipped).
+ *
+ * Not re-checked is that the compressed blocks decode to the stream of 1:
+ * that is libzstd's encoder, trusted as `tar -I zstd` trusts it, and the
+ * frame's content checksum (XXH64 of the whole tar stream, computed by the
+ * encoder as it went) lets every later reader (sp verify, zstd -t) detect
+ * damage.  relocate --checksum still reads the whole archive back.
+ */
+static sp_status_t check_written(arc_store_t *as, const struct stat *wrote, sp_error_t *err)
+{
+    char why[400];
+    if (!ts_matches(&as->ts, &as->ix, why, sizeof why))
+        return fail(err, as->path, SP_ERR_IO, "archive %s: the tar stream written is not the one asked for: %s",
+                    as->path, why);
+    int fd = open(as->tmp, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) != 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return fail(err, as->path, SP_ERR_IO, "cannot open %s again to check it: %s", as->tmp, strerror(e));
+    }
+    sp_status_t st = SP_OK;
+    if (!S_ISREG(sb.st_mode) || sb.st_dev != wrote->st_dev || sb.st_ino != wrote->st_ino)
+        st = fail(err, as->path, SP_ERR_IO, "%s was replaced while the archive was being written", as->tmp);
+    else if ((uint64_t)sb.st_size != as->out_bytes || sb.st_size == 0 || (uint64_t)sb.st_size > SIZE_MAX)
+        st = fail(err, as->path, SP_ERR_IO, "%s has %lld bytes on disk, %llu were written", as->tmp,
+                  (long long)sb.st_size, (unsigned long long)as->out_bytes);
+    size_t size = (size_t)sb.st_size;
+    void *map = MAP_FAILED;
+    if (st == SP_OK && (map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED) {
+        int e = errno;
+        st = fail(err, as->path, SP_ERR_IO, "cannot map %s to check it: %s", as->tmp, strerror(e));
+    }
+    close(fd);
+    if (st != SP_OK)
+        return st;
+    (void)madvise(map, size, MADV_RANDOM); /* only headers are looked at: no read-ahead around them */
+    const unsigned char *m = map;
+    if (memcmp(m + size - as->out_tail_len, as->out_tail, as->out_tail_len) != 0) {
+        st = fail(err, as->path, SP_ERR_IO, "%s does not end with the bytes written last", as->tmp);
+    } else if (as->zstd) {
+        size_t fsz = ZSTD_findFrameCompressedSize(m, size);
+        if (ZSTD_isError(fsz))
+            st = fail(err, as->path, SP_ERR_IO, "%s is not one complete zstd frame: %s", as->tmp,
+                      ZSTD_getErrorName(fsz));
+        else if (fsz != size)
+            st = fail(err, as->path, SP_ERR_IO, "%s holds %llu bytes after its zstd frame", as->tmp,
+                      (unsigned long long)(size - fsz));
+    } else {
+        tscan_t t;
+        ts_init(&t);
+        ts_feed(&t, m, size);
+        if (!ts_matches(&t, &as->ix, why, sizeof why))
+            st = fail(err, as->path, SP_ERR_IO, "%s on disk is not the tar archive written: %s", as->tmp, why);
+        ts_free(&t);
+    }
+    munmap(map, size);
+    return st;
+}
+
 static sp_status_t arc_finish(sp_store_t *s, sp_error_t *err)
 {
     arc_store_t *as = impl(s);
@@ -1196,12 +1871,16 @@ static sp_status_t arc_finish(sp_store_t *s, sp_error_t *err)
         discard_output(as);
         return st;
     }
+    q_stop(as, false); /* the writer thread writes what is queued, then ends */
+    if ((st = check_thread(as, err)) != SP_OK)
+        return st;
     /* libarchive 3.6 ignores what the close callback returns: check our own flag too */
     if (archive_write_close(as->aw) < ARCHIVE_WARN || as->cb_failed)
         return write_fail(as, NULL, err);
     archive_write_free(as->aw);
     as->aw = NULL;
-    if (fsync(as->fd) != 0) {
+    struct stat wrote;
+    if (fsync(as->fd) != 0 || fstat(as->fd, &wrote) != 0) {
         int e = errno;
         fail(err, as->path, SP_ERR_IO, "cannot flush %s: %s", as->tmp, strerror(e));
         return mark_failed(as, SP_ERR_IO, err);
@@ -1213,6 +1892,10 @@ static sp_status_t arc_finish(sp_store_t *s, sp_error_t *err)
         unlink(as->tmp);
         fail(err, as->path, SP_ERR_IO, "cannot close %s: %s", as->tmp, strerror(e));
         return mark_failed(as, SP_ERR_IO, err);
+    }
+    if ((st = check_written(as, &wrote, err)) != SP_OK) {
+        unlink(as->tmp);
+        return mark_failed(as, st, err);
     }
     /* link() never replaces a file that appeared meanwhile; rename() is the
      * fallback for file systems without hard links */
@@ -1233,7 +1916,9 @@ static sp_status_t arc_finish(sp_store_t *s, sp_error_t *err)
     fsync_dir_of(as->path);
     ZSTD_freeCCtx(as->zc);
     as->zc = NULL;
+    ts_free(&as->ts);
     as->finished = true;
+    as->indexed = true; /* the writer's index is the archive's: reading it needs no pass to build one */
     return SP_OK;
 }
 
@@ -1245,6 +1930,18 @@ static void arc_close(sp_store_t *s)
     if (as) {
         if (as->create && !as->finished)
             discard_output(as);
+        q_stop(as, true);
+        for (int i = 0; i < CHUNKS; i++) {
+            slot_reset(&as->slots[i]);
+            free(as->slots[i].data);
+        }
+        if (as->sync_init) {
+            pthread_mutex_destroy(&as->mu);
+            pthread_cond_destroy(&as->cv_work);
+            pthread_cond_destroy(&as->cv_free);
+        }
+        ts_free(&as->ts);
+        free(as->t_key);
         index_free(&as->ix);
         free(as->zout);
         free(as->tmp);
@@ -1279,6 +1976,7 @@ static const sp_store_ops_t archive_ops = {
 
 static sp_status_t setup_writer(arc_store_t *as, int threads, sp_error_t *err)
 {
+    ts_init(&as->ts);
     size_t n = strlen(as->path);
     as->tmp = malloc(n + 32);
     if (!as->tmp)
@@ -1295,10 +1993,11 @@ static sp_status_t setup_writer(arc_store_t *as, int threads, sp_error_t *err)
     }
     if (is_zstd_name(as->path)) {
         as->zc = ZSTD_createCCtx();
-        as->zout_cap = ZSTD_CStreamOutSize();
+        as->zout_cap = OUT_BYTES + ZSTD_CStreamOutSize();
         as->zout = malloc(as->zout_cap);
         if (!as->zc || !as->zout)
             return nomem(err, as->path);
+        as->zstd = true;
         if (threads <= 0) {
             long cpus = sysconf(_SC_NPROCESSORS_ONLN);
             threads = cpus > 0 ? (int)(cpus > 256 ? 256 : cpus) : 1;
@@ -1322,6 +2021,20 @@ static sp_status_t setup_writer(arc_store_t *as, int threads, sp_error_t *err)
         archive_write_set_bytes_in_last_block(as->aw, 1) != ARCHIVE_OK ||
         archive_write_open2(as->aw, as, NULL, cb_write, cb_close, NULL) != ARCHIVE_OK)
         return write_fail(as, NULL, err);
+    if (pthread_mutex_init(&as->mu, NULL) != 0)
+        return nomem(err, as->path);
+    if (pthread_cond_init(&as->cv_work, NULL) != 0) {
+        pthread_mutex_destroy(&as->mu);
+        return nomem(err, as->path);
+    }
+    if (pthread_cond_init(&as->cv_free, NULL) != 0) {
+        pthread_cond_destroy(&as->cv_work);
+        pthread_mutex_destroy(&as->mu);
+        return nomem(err, as->path);
+    }
+    as->sync_init = true;
+    /* without a thread, each slot is written by the caller as it is handed over */
+    as->thread_on = pthread_create(&as->thread, NULL, writer_main, as) == 0;
     return SP_OK;
 }
 

@@ -9,7 +9,11 @@
 #   4. sp relocate SNAP out.tar.zst   vs  tar -I 'zstd -T0' -cf out2.tar.zst -C SNAP .   (2 GB; output sizes)
 #
 #   scripts/bench/bench_storage.sh [--total-mb MB] [--files N] [--dispose-files N] [--reps-big N] [--reps-small N]
-#                                  (default 2000 MB in 2000 files, 10000 files for dispose, best of 2 / best of 3)
+#                                  [--only copy,move,dispose,archive]
+#                                  (default 2000 MB in 2000 files, 10000 files for dispose, best of 2 / best of 3,
+#                                  every case; --only runs the cases named and generates only their data)
+#   SP_BENCH_BUILD=DIR             build directory to use (default build-bench; set up as a release build
+#                                  when missing)
 #
 # The page cache is dropped before every copy and archive run when
 # /proc/sys/vm/drop_caches is writable (else every run is warm, and the output
@@ -23,7 +27,7 @@
 # exits 0 unless a command fails.  About 5 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-build=build-bench
+build=${SP_BENCH_BUILD:-build-bench}
 [ -d "$build" ] || meson setup "$build" --buildtype=release >/dev/null
 ninja -C "$build" cli/sp tests/gen-snapshot >/dev/null
 if ! command -v zstd >/dev/null; then

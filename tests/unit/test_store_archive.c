@@ -816,6 +816,137 @@ static void check_write_rules(void)
     }
 }
 
+/* the name of a file in the test directory whose name contains `needle` ("" when none) */
+static const char *file_with(const char *needle)
+{
+    static char found[512];
+    found[0] = '\0';
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (strstr(e->d_name, needle)) {
+            snprintf(found, sizeof found, "%s/%s", dir, e->d_name);
+            break;
+        }
+    if (d)
+        closedir(d);
+    return found;
+}
+
+static int count_cb2(const sp_store_entry_t *e, void *user)
+{
+    (void)e;
+    (*(int *)user)++;
+    return 0;
+}
+
+static int scan_sum_cb(const sp_store_entry_t *e, sp_store_reader_t *r, void *user)
+{
+    (void)e;
+    (void)r;
+    (*(int *)user)++;
+    return 0;
+}
+
+/*
+ * Names that need a pax header or the ustar prefix, more entries than the
+ * write queue has slots, entries larger than a slot: finish() checks the
+ * tar stream against what was written, and the store that wrote the
+ * archive reads it back once finished (from its own index).
+ */
+static void check_read_after_finish(void)
+{
+    const char *names[] = {"rf.tar", "rf.tar.zst"};
+    char longname[200], split[200];
+    memset(longname, 'x', sizeof longname);
+    memcpy(longname, "d/", 2);
+    longname[sizeof longname - 1] = '\0'; /* 199 characters: a pax path record */
+    memset(split, 'p', 90);
+    split[90] = '/';
+    memset(split + 91, 'q', 90);
+    split[181] = '\0'; /* fits ustar's prefix + name */
+    enum { SMALL = 40 };
+    for (int i = 0; i < 2; i++) {
+        const char *p = path_in(names[i]);
+        sp_error_t err;
+        sp_store_t *s;
+        if (sp_store_open_archive(p, true, 2, &s, &err) != SP_OK) {
+            tap_ok(0, "open %s: %s", names[i], err.message);
+            continue;
+        }
+        bool ok = true;
+        char key[64];
+        for (int k = 0; k < SMALL + 3 && ok; k++) {
+            const char *name = k == SMALL ? longname : k == SMALL + 1 ? split : k == SMALL + 2 ? objs[2].key : key;
+            snprintf(key, sizeof key, "small/%02d", k);
+            const unsigned char *data = k == SMALL + 2 ? objs[2].data : objs[1].data + k;
+            size_t len = k == SMALL + 2 ? objs[2].len : (size_t)(100 + k);
+            sp_store_writer_t *w;
+            ok = s->ops->open_write(s, name, k % 2 ? -1 : (int64_t)len, &w, &err) == SP_OK &&
+                 s->ops->write(w, data, len, &err) == SP_OK && s->ops->commit(w, &err) == SP_OK;
+        }
+        ok = ok && s->ops->finish(s, &err) == SP_OK;
+        tap_ok(ok, "%s: long names, %d entries, finish%s%s", names[i], SMALL + 3, ok ? "" : ": ",
+               ok ? "" : err.message);
+        sp_store_stat_t st;
+        int cnt = 0, scanned = 0;
+        ok = s->ops->stat(s, longname, &st, &err) == SP_OK && st.exists && st.size == 100 + SMALL &&
+             s->ops->stat(s, split, &st, &err) == SP_OK && st.exists && st.size == 101 + SMALL &&
+             s->ops->list(s, "", count_cb2, &cnt, &err) == SP_OK && cnt == SMALL + 3;
+        tap_ok(ok, "%s: the finished store lists what it wrote (%d entries)", names[i], cnt);
+        unsigned char *back = NULL;
+        size_t blen = 0;
+        bool same = read_key(s, longname, 7, &back, &blen, &err) && blen == 100 + SMALL &&
+                    memcmp(back, objs[1].data + SMALL, blen) == 0;
+        free(back);
+        back = NULL;
+        same = same && read_key(s, objs[2].key, 65536, &back, &blen, &err) && blen == objs[2].len &&
+               memcmp(back, objs[2].data, blen) == 0;
+        free(back);
+        back = NULL;
+        same = same && read_key(s, "small/07", 1000, &back, &blen, &err) && blen == 107 &&
+               memcmp(back, objs[1].data + 7, blen) == 0;
+        free(back);
+        tap_ok(same, "%s: ... and reads the entries back from the finished archive", names[i]);
+        ok = s->ops->scan(s, scan_sum_cb, &scanned, &err) == SP_OK && scanned == SMALL + 3;
+        tap_ok(ok, "%s: ... and scans it (%d entries)", names[i], scanned);
+        close_store(s);
+        if (sp_store_open_archive(p, false, 0, &s, &err) == SP_OK) {
+            cnt = 0;
+            back = NULL;
+            tap_ok(s->ops->list(s, "", count_cb2, &cnt, &err) == SP_OK && cnt == SMALL + 3 &&
+                       read_key(s, split, 4096, &back, &blen, &err) && blen == 101 + SMALL &&
+                       memcmp(back, objs[1].data + SMALL + 1, blen) == 0,
+                   "%s: a reader opening it finds the same", names[i]);
+            free(back);
+            close_store(s);
+        }
+        unlink(p);
+    }
+
+    /* the temporary file changed under the writer (grown here): finish() finds that what is on disk is not
+     * what was written, fails, and no archive appears */
+    const char *grown[] = {"grown.tar", "grown.tar.zst"};
+    for (int i = 0; i < 2; i++) {
+        const char *p = path_in(grown[i]);
+        sp_error_t err;
+        sp_store_t *s;
+        if (sp_store_open_archive(p, true, 2, &s, &err) != SP_OK)
+            continue;
+        sp_store_writer_t *w;
+        s->ops->open_write(s, objs[2].key, (int64_t)objs[2].len, &w, &err);
+        s->ops->write(w, objs[2].data, objs[2].len, &err);
+        s->ops->commit(w, &err);
+        const char *tmp = file_with(".sp-tmp-");
+        bool grew = tmp[0] && truncate(tmp, 1 << 30) == 0;
+        sp_status_t a = s->ops->finish(s, &err);
+        tap_ok(grew && a == SP_ERR_IO && strstr(err.message, "bytes on disk") && !exists(p) &&
+                   count_files_with("sp-tmp") == 0,
+               "%s: finish checks the file on disk against what was written (%s)", grown[i], err.message);
+        close_store(s);
+    }
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/sp-test-archive-XXXXXX");
@@ -860,6 +991,7 @@ int main(void)
     check_gnu_tar(tar, false);
     check_gnu_tar(zst, true);
     check_write_rules();
+    check_read_after_finish();
     check_unsafe_names();
     check_gnu_tar_made();
     check_corrupt(zst, tar);
