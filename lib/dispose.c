@@ -177,7 +177,22 @@ static void remove_subdirs(sp_store_t *st, const char *dir, const dispose_list_t
 static sp_status_t execute(sp_store_t *st, const char *dir, const dispose_list_t *order, sp_dispose_result_t *res,
                            sp_error_t *err)
 {
-    for (uint32_t i = 0; i < order->n; i++) {
+    /* the data files in one batch when the store deletes many at once (local: on a few threads), in any
+     * order; the last one, _metadata, after all of them */
+    uint32_t first = 0;
+    if (st->ops->remove_many && order->n > 2) {
+        const char **keys = malloc((order->n - 1) * sizeof *keys);
+        if (keys) {
+            for (uint32_t i = 0; i + 1 < order->n; i++)
+                keys[i] = order->v[i].key;
+            sp_status_t s = st->ops->remove_many(st, keys, order->n - 1, err);
+            free(keys);
+            if (s)
+                return s;
+            first = order->n - 1;
+        }
+    }
+    for (uint32_t i = first; i < order->n; i++) {
         sp_status_t s = st->ops->remove(st, order->v[i].key, err);
         if (s)
             return s;

@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/fs.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,7 +93,8 @@ static int walk_dir(walk_t *w, char *path, size_t len)
         path[len] = '/';
         memcpy(path + len + 1, e->d_name, n + 1);
         struct stat st;
-        if (lstat(path, &st) != 0)
+        /* relative to the open directory: no walk of the whole path per entry */
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
             continue;
         if (S_ISDIR(st.st_mode)) {
             r = walk_dir(w, path, len + 1 + n); /* never descends through a symlink: lstat */
@@ -307,9 +309,8 @@ typedef struct local_impl {
     int fd;
 } local_impl_t;
 
-static int cached_parent(sp_store_t *s, const char *key, const char **name)
+static int cached_parent(local_impl_t *li, const char *key, const char **name)
 {
-    local_impl_t *li = s->impl;
     const char *slash = strrchr(key, '/');
     if (li && slash && slash[1] != '\0') {
         size_t n = (size_t)(slash == key ? 1 : slash - key);
@@ -332,11 +333,10 @@ static int cached_parent(sp_store_t *s, const char *key, const char **name)
     return fd;
 }
 
-static sp_status_t remove_impl(sp_store_t *s, const char *key, int flags, sp_error_t *err)
+static sp_status_t remove_impl(local_impl_t *li, const char *key, int flags, sp_error_t *err)
 {
     const char *name;
-    local_impl_t *li = s ? s->impl : NULL;
-    int dfd = cached_parent(s, key, &name);
+    int dfd = cached_parent(li, key, &name);
     bool cached = li && dfd == li->fd;
     if (dfd < 0) {
         if (errno == ENOENT)
@@ -361,7 +361,113 @@ static sp_status_t remove_impl(sp_store_t *s, const char *key, int flags, sp_err
 
 static sp_status_t l_remove(sp_store_t *s, const char *key, sp_error_t *err)
 {
-    return remove_impl(s, key, 0, err);
+    return remove_impl(s ? s->impl : NULL, key, 0, err);
+}
+
+/*
+ * Many files at once: unlinks on a few threads.  In one directory the
+ * unlinks themselves take turns (the directory is locked for each), but
+ * the larger part of deleting a file, freeing its inode and blocks, comes
+ * after that lock is released and runs on another thread meanwhile.  Each
+ * thread checks the parent directories it deletes in itself (as remove
+ * does, with its own cached handle); keys are taken in blocks, grouped by
+ * directory.  Not found is OK; on an error the others stop, some files may
+ * be deleted (the caller's journal finishes the job on a re-run).
+ */
+enum { RM_BLOCK = 64, RM_MIN_PER_THREAD = 256, RM_MAX_THREADS = 4 };
+
+typedef struct rm_job {
+    const char *const *keys; /* grouped by directory */
+    size_t n;
+    atomic_size_t next;
+    atomic_bool failed;
+    pthread_mutex_t lock;
+    sp_status_t status;
+    sp_error_t err;
+} rm_job_t;
+
+static void *rm_worker(void *arg)
+{
+    rm_job_t *j = arg;
+    local_impl_t li = {.fd = -1};
+    for (;;) {
+        size_t i = atomic_fetch_add(&j->next, RM_BLOCK);
+        if (i >= j->n || atomic_load(&j->failed))
+            break;
+        size_t end = i + RM_BLOCK < j->n ? i + RM_BLOCK : j->n;
+        for (; i < end; i++) {
+            sp_error_t e;
+            sp_status_t s = remove_impl(&li, j->keys[i], 0, &e);
+            if (s) {
+                pthread_mutex_lock(&j->lock);
+                if (!j->status) {
+                    j->status = s;
+                    j->err = e;
+                }
+                pthread_mutex_unlock(&j->lock);
+                atomic_store(&j->failed, true);
+                break;
+            }
+        }
+    }
+    if (li.fd >= 0)
+        close(li.fd);
+    return NULL;
+}
+
+static size_t parent_len(const char *key)
+{
+    const char *slash = strrchr(key, '/');
+    return slash ? (size_t)(slash - key) : 0;
+}
+
+static int by_parent(const void *a, const void *b)
+{
+    const char *x = *(const char *const *)a, *y = *(const char *const *)b;
+    size_t lx = parent_len(x), ly = parent_len(y);
+    int c = memcmp(x, y, lx < ly ? lx : ly);
+    if (c)
+        return c;
+    if (lx != ly)
+        return lx < ly ? -1 : 1;
+    return x < y ? -1 : x > y; /* any fixed order within a directory */
+}
+
+static sp_status_t l_remove_many(sp_store_t *s, const char *const *keys, size_t n, sp_error_t *err)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    size_t threads = cpus < 2 ? 2 : cpus > RM_MAX_THREADS ? RM_MAX_THREADS : (size_t)cpus;
+    if (threads > n / RM_MIN_PER_THREAD)
+        threads = n / RM_MIN_PER_THREAD;
+    const char **sorted = threads > 1 ? malloc(n * sizeof *sorted) : NULL;
+    if (!sorted) {
+        for (size_t i = 0; i < n; i++) {
+            sp_status_t st = l_remove(s, keys[i], err);
+            if (st)
+                return st;
+        }
+        return SP_OK;
+    }
+    memcpy(sorted, keys, n * sizeof *sorted);
+    qsort(sorted, n, sizeof *sorted, by_parent);
+    rm_job_t j = {.keys = sorted, .n = n};
+    atomic_init(&j.next, 0);
+    atomic_init(&j.failed, false);
+    pthread_mutex_init(&j.lock, NULL);
+    pthread_t t[RM_MAX_THREADS];
+    size_t started = 0;
+    for (; started < threads; started++)
+        if (pthread_create(&t[started], NULL, rm_worker, &j) != 0)
+            break;
+    if (!started)
+        rm_worker(&j);
+    for (size_t i = 0; i < started; i++)
+        pthread_join(t[i], NULL);
+    pthread_mutex_destroy(&j.lock);
+    free(sorted);
+    if (j.status && err)
+        *err = j.err;
+    return j.status;
 }
 
 static sp_status_t l_remove_dir(sp_store_t *s, const char *key, sp_error_t *err)
@@ -373,7 +479,7 @@ static sp_status_t l_remove_dir(sp_store_t *s, const char *key, sp_error_t *err)
         li->fd = -1;
         li->parent[0] = '\0';
     }
-    return remove_impl(s, key, AT_REMOVEDIR, err);
+    return remove_impl(li, key, AT_REMOVEDIR, err);
 }
 
 static sp_status_t l_rename(sp_store_t *s, const char *from, const char *to, sp_error_t *err)
@@ -451,15 +557,39 @@ static sp_status_t l_copy(sp_store_t *s, const char *from, const char *to, sp_er
     return l_commit(w, err);
 }
 
+/*
+ * Durable: a directory key makes everything committed below it durable with
+ * one syncfs (a relocation syncs once, not once per file); a file key makes
+ * that file durable, with its name: fsync of the file and of its directory
+ * (where commit's rename put the name).  A file does not wait for the rest
+ * of the file system (a dispose journal on a busy disk must not wait for
+ * other programs' writes).
+ */
 static sp_status_t l_sync(sp_store_t *s, const char *key, sp_error_t *err)
 {
     (void)s;
     int fd = open(key, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return fail(err, key, "cannot open");
-    int r = syncfs(fd);
+    struct stat st;
+    if (fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
+        int r = syncfs(fd);
+        close(fd);
+        return r == 0 ? SP_OK : fail(err, key, "cannot sync the file system");
+    }
+    int r = fsync(fd);
     close(fd);
-    return r == 0 ? SP_OK : fail(err, key, "cannot sync the file system");
+    if (r != 0)
+        return fail(err, key, "cannot sync");
+    char parent[PATH_MAX];
+    const char *slash = strrchr(key, '/');
+    snprintf(parent, sizeof parent, "%.*s", !slash ? 1 : slash == key ? 1 : (int)(slash - key), !slash ? "." : key);
+    int dfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return fail(err, parent, "cannot open");
+    r = fsync(dfd);
+    close(dfd);
+    return r == 0 ? SP_OK : fail(err, parent, "cannot sync the directory");
 }
 
 static void l_close(sp_store_t *s)
@@ -493,6 +623,7 @@ static const sp_store_ops_t local_ops = {
     .sync = l_sync,
     .finish = NULL,
     .close = l_close,
+    .remove_many = l_remove_many,
 };
 
 sp_status_t sp_store_open_local(sp_store_t **out, sp_error_t *err)
