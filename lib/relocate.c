@@ -311,6 +311,24 @@ static sp_snapshot_t *open_verified(const char *location)
     return d;
 }
 
+/* The pid of a live process that holds the relocation lock of a local directory, or 0. */
+static long live_lock_owner(const char *dir)
+{
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/.sp-relocate.lock", dir) >= (int)sizeof path)
+        return 0;
+    long owner = 0;
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (fscanf(f, "%ld", &owner) != 1)
+            owner = 0;
+        fclose(f);
+    }
+    if (owner > 0 && owner != (long)getpid() && (kill((pid_t)owner, 0) == 0 || errno == EPERM))
+        return owner;
+    return 0;
+}
+
 /* The real path of p, or for a p that does not exist yet, its parent's real path and its name. */
 static bool real_path_of(const char *p, char *out)
 {
@@ -349,6 +367,29 @@ static bool within_by_inode(const char *path, const struct stat *anc)
             return false;
         *slash = '\0';
     }
+}
+
+typedef struct arcchk {
+    sp_snapshot_t *snap;
+    sp_error_t *err;
+    sp_status_t status;
+} arcchk_t;
+
+/* A reference that only an absolute path can express in the destination's metadata: a file-merging
+ * segment, or any file reference before metadata version 3 (no relative handle). */
+static int archive_refusal(const sp_ref_t *ref, void *user)
+{
+    arcchk_t *c = user;
+    bool fixed = ref->kind == SP_REF_SEGMENT || (ref->kind == SP_REF_ABSOLUTE && c->snap->meta->version < 3);
+    if (!fixed)
+        return 0;
+    sp_error_set_file(c->err, c->snap->metadata_path);
+    c->status = sp_error_set(c->err, SP_ERR_INVALID, ref->handle ? ref->handle->offset : SP_NO_OFFSET, "path",
+                             "%s cannot be rewritten as a relative reference in metadata version %d; relocate to "
+                             "a directory instead of an archive",
+                             ref->kind == SP_REF_SEGMENT ? "a file-merging segment" : "an absolute reference",
+                             c->snap->meta->version);
+    return 1;
 }
 
 sp_status_t sp_relocate_plan(sp_snapshot_t *snap, const char *dst, const sp_relocate_options_t *opts,
@@ -462,6 +503,14 @@ sp_status_t sp_relocate_plan(sp_snapshot_t *snap, const char *dst, const sp_relo
                  src_is_dir && snap->dir_key[0] ? "/" : "", SP_DISPOSE_JOURNAL);
         sp_store_stat_t js;
         sp_snapshot_t *done = NULL;
+        long owner = usable && !plan->archive && !dst_s3 ? live_lock_owner(pv->dst.key) : 0;
+        if (owner) {
+            /* not interrupted: running (the lock is taken again, atomically, before anything is written) */
+            sp_error_set_file(err, dst_path);
+            sp_store_close(local);
+            return sp_error_set(err, SP_ERR_REFUSED, SP_NO_OFFSET, "",
+                                "another sp relocate (pid %ld) is writing into this destination", owner);
+        }
         if (s || resume) {
             /* an unfinished run of this relocation */
         } else if (usable && !plan->archive && !dst_s3 && only_stale_temps(pv->dst.key)) {
@@ -526,6 +575,14 @@ sp_status_t sp_relocate_plan(sp_snapshot_t *snap, const char *dst, const sp_relo
             return sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
     for (uint32_t i = 0; i < plan->n_files; i++)
         plan->total_bytes += plan->files[i].size > 0 ? (uint64_t)plan->files[i].size : 0;
+    if (plan->archive) {
+        /* an archive has no absolute path to rewrite to: what cannot become relative is refused now, before
+         * anything is written (the same check as the rewrite makes) */
+        arcchk_t ac = {snap, err, SP_OK};
+        sp_meta_visit_refs(snap->meta, archive_refusal, &ac);
+        if (ac.status)
+            return ac.status;
+    }
 
     if (check_complete) {
         /* something is there already: fine only if it is exactly what this relocation writes, complete */
@@ -608,6 +665,7 @@ static int rewrite_ref(const sp_ref_t *ref, void *user)
         return 0;
     }
     if (!c->dst_abs) {
+        sp_error_set_file(c->err, c->snap->metadata_path);
         c->status = sp_error_set(c->err, SP_ERR_INVALID, h->offset, "path",
                                  "%s cannot be rewritten as a relative reference in metadata version %d; relocate to "
                                  "a directory instead of an archive",
@@ -1122,14 +1180,8 @@ static sp_status_t take_lock(const char *dir, char **out, sp_error_t *err)
         }
         if (errno != EEXIST)
             break;
-        long owner = 0;
-        FILE *f = fopen(path, "r");
-        if (f) {
-            if (fscanf(f, "%ld", &owner) != 1)
-                owner = 0;
-            fclose(f);
-        }
-        if (owner > 0 && owner != (long)getpid() && (kill((pid_t)owner, 0) == 0 || errno == EPERM)) {
+        long owner = live_lock_owner(dir);
+        if (owner) {
             sp_error_set_file(err, dir);
             free(path);
             return sp_error_set(err, SP_ERR_REFUSED, SP_NO_OFFSET, "",
