@@ -23,7 +23,7 @@
  * CHUNKS slots of CHUNK_BYTES and returns; one writer thread takes the
  * slots in order through libarchive (tar headers and blocks), our
  * ZSTD_CCtx (level 3 with one zstd worker per core, as `zstd -T0`) and
- * large write()s, and starts the kernel's writeback of each WRITEBACK_BYTES
+ * write()s of OUT_BYTES, and starts the kernel's writeback of each WRITEBACK_BYTES
  * written (sync_file_range), so the caller reads the next source file while
  * the last one is compressed and written, and the final fsync has little
  * left to wait for.  An error of the writer thread is reported by the next
@@ -52,10 +52,12 @@
 #define READ_BLOCK (64 * 1024)
 #define WRITE_BLOCK (64 * 1024)                  /* libarchive hands the writer this much at a time */
 #define SPILL_BYTES ((size_t)16 * 1024 * 1024)
-#define CHUNK_BYTES ((size_t)1024 * 1024)        /* one slot of the write queue */
-#define CHUNKS 8                                 /* slots: the caller reads up to 8 MiB ahead of the writer */
-#define OUT_BYTES ((size_t)1024 * 1024)          /* compressed output gathered for one write() */
-#define WRITEBACK_BYTES ((uint64_t)8 * 1024 * 1024) /* start writeback of the archive every 8 MiB */
+/* Buffers stay small enough for a core's cache: a 1 MiB output buffer made the copy into the page cache
+ * three to four times as expensive (measured) as one of 128 KiB. */
+#define CHUNK_BYTES ((size_t)256 * 1024)         /* one slot of the write queue */
+#define CHUNKS 32                                /* slots: the caller reads up to 8 MiB ahead of the writer */
+#define OUT_BYTES ((size_t)128 * 1024)           /* compressed output gathered for one write() */
+#define WRITEBACK_BYTES ((uint64_t)16 * 1024 * 1024) /* start writeback of the archive every 16 MiB */
 #define PAX_MAX ((size_t)1024 * 1024)            /* a pax extended header larger than this is not ours */
 
 /* ---------------------------------------------------------------- errors */
@@ -1172,9 +1174,10 @@ static sp_status_t out_write(arc_store_t *as, const void *buf, size_t n, sp_erro
     }
 #if defined(SYNC_FILE_RANGE_WRITE)
     if (as->out_bytes - as->wb_from >= WRITEBACK_BYTES) {
-        (void)sync_file_range(as->fd, (off_t)as->wb_from, (off_t)(as->out_bytes - as->wb_from),
-                              SYNC_FILE_RANGE_WRITE);
-        as->wb_from = as->out_bytes;
+        /* whole MiBs only: a page still being filled is not written twice */
+        uint64_t to = as->out_bytes & ~(uint64_t)(1024 * 1024 - 1);
+        (void)sync_file_range(as->fd, (off_t)as->wb_from, (off_t)(to - as->wb_from), SYNC_FILE_RANGE_WRITE);
+        as->wb_from = to;
     }
 #endif
     return SP_OK;
@@ -1208,7 +1211,7 @@ static la_ssize_t cb_write(struct archive *a, void *client, const void *buf, siz
             fail(&as->cb_err, as->path, SP_ERR_IO, "zstd compression failed: %s", ZSTD_getErrorName(r));
             goto failed;
         }
-        /* one large write() per OUT_BYTES, with room for zstd's next output always left */
+        /* one write() per OUT_BYTES, with room for zstd's next output always left */
         if (as->zout_cap - as->zout_len < ZSTD_CStreamOutSize() && zout_flush(as, &as->cb_err) != SP_OK)
             goto failed;
     }
