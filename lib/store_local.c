@@ -415,22 +415,20 @@ static void *rm_worker(void *arg)
     return NULL;
 }
 
-static size_t parent_len(const char *key)
-{
-    const char *slash = strrchr(key, '/');
-    return slash ? (size_t)(slash - key) : 0;
-}
+typedef struct rm_key {
+    const char *key;
+    size_t plen; /* length of its parent directory's path */
+} rm_key_t;
 
 static int by_parent(const void *a, const void *b)
 {
-    const char *x = *(const char *const *)a, *y = *(const char *const *)b;
-    size_t lx = parent_len(x), ly = parent_len(y);
-    int c = memcmp(x, y, lx < ly ? lx : ly);
+    const rm_key_t *x = a, *y = b;
+    int c = memcmp(x->key, y->key, x->plen < y->plen ? x->plen : y->plen);
     if (c)
         return c;
-    if (lx != ly)
-        return lx < ly ? -1 : 1;
-    return x < y ? -1 : x > y; /* any fixed order within a directory */
+    if (x->plen != y->plen)
+        return x->plen < y->plen ? -1 : 1;
+    return x->key < y->key ? -1 : x->key > y->key; /* any fixed order within a directory */
 }
 
 static sp_status_t l_remove_many(sp_store_t *s, const char *const *keys, size_t n, sp_error_t *err)
@@ -439,8 +437,10 @@ static sp_status_t l_remove_many(sp_store_t *s, const char *const *keys, size_t 
     size_t threads = cpus < 2 ? 2 : cpus > RM_MAX_THREADS ? RM_MAX_THREADS : (size_t)cpus;
     if (threads > n / RM_MIN_PER_THREAD)
         threads = n / RM_MIN_PER_THREAD;
-    const char **sorted = threads > 1 ? malloc(n * sizeof *sorted) : NULL;
+    rm_key_t *rk = threads > 1 ? malloc(n * sizeof *rk) : NULL;
+    const char **sorted = rk ? malloc(n * sizeof *sorted) : NULL;
     if (!sorted) {
+        free(rk);
         for (size_t i = 0; i < n; i++) {
             sp_status_t st = l_remove(s, keys[i], err);
             if (st)
@@ -448,8 +448,17 @@ static sp_status_t l_remove_many(sp_store_t *s, const char *const *keys, size_t 
         }
         return SP_OK;
     }
-    memcpy(sorted, keys, n * sizeof *sorted);
-    qsort(sorted, n, sizeof *sorted, by_parent);
+    bool one_dir = true; /* the usual case: no sorting needed */
+    for (size_t i = 0; i < n; i++) {
+        const char *slash = strrchr(keys[i], '/');
+        rk[i] = (rm_key_t){keys[i], slash ? (size_t)(slash - keys[i]) : 0};
+        one_dir = one_dir && rk[i].plen == rk[0].plen && memcmp(keys[i], keys[0], rk[0].plen) == 0;
+    }
+    if (!one_dir)
+        qsort(rk, n, sizeof *rk, by_parent);
+    for (size_t i = 0; i < n; i++)
+        sorted[i] = rk[i].key;
+    free(rk);
     rm_job_t j = {.keys = sorted, .n = n};
     atomic_init(&j.next, 0);
     atomic_init(&j.failed, false);
