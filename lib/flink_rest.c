@@ -920,10 +920,12 @@ sp_status_t sp_flink_job_exception(sp_flink_t *fl, const char *job_id, char **su
     return SP_OK;
 }
 
+/* Flink's globally terminal job states (JobStatus#isGloballyTerminalState).  SUSPENDED is not one: with
+ * high availability a new leader resumes the job, from the snapshot it was restored from when no checkpoint
+ * completed since, so a suspended NO_CLAIM job still needs its snapshot. */
 static bool final_state(const char *st)
 {
-    return strcmp(st, "FAILED") == 0 || strcmp(st, "CANCELED") == 0 || strcmp(st, "FINISHED") == 0 ||
-           strcmp(st, "SUSPENDED") == 0;
+    return strcmp(st, "FAILED") == 0 || strcmp(st, "CANCELED") == 0 || strcmp(st, "FINISHED") == 0;
 }
 
 sp_status_t sp_flink_wait_running(sp_flink_t *fl, const char *job_id, int64_t timeout_ms, char state[24], sp_error_t *err)

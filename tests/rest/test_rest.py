@@ -631,6 +631,12 @@ try:
         ok(rc == 0 and not there and "is over" in out,
            "NO_CLAIM restore whose job FINISHED: sp %s allowed, with a note" % ("relocate --move" if cmd == "relocate"
                                                                                  else cmd), (rc, out))
+    # NO_CLAIM, the restored job SUSPENDED (leader lost; an HA cluster resumes it from the snapshot): refused
+    suspended = S.job(name="suspended")
+    S.ctl("PATCH", "jobs", {"jid": suspended, "state": "SUSPENDED"})
+    rc, out, there = attempt("dispose", "noclaim-suspended", suspended, "NO_CLAIM")
+    ok(rc == 6 and there, "NO_CLAIM restore whose job is SUSPENDED (not globally terminal): sp dispose refused (exit 6)",
+       (rc, out))
     # NO_CLAIM, the recorded cluster does not know the job (404): allowed, with a note
     unknown = "e0" * 16
     for cmd in ("dispose", "prune", "relocate"):
