@@ -288,6 +288,13 @@ int flink_cli_savepoint(int argc, char **argv, bool stop)
     }
     if (!s)
         s = sp_flink_savepoint_trigger(fl, jobl, &req, &err);
+    if (s && sp_flink_outcome_unknown(fl)) {
+        /* it may be running on the cluster: keep what it was, for sp status to record it when it completes */
+        sp_record_origin_t maybe;
+        make_origin(&maybe, stop ? "sp stop" : "sp trigger", jobl, trig, fl, &v, fmt_name, drain, "");
+        char where[PATH_MAX];
+        pending_save(name, dir, &maybe, where, sizeof where);
+    }
     if (s) {
         if (c.json)
             json_result(name, jobl, trig, fl, &v, dir, fmt_name, drain, stop, detached, "ERROR", NULL, NULL, &err);
@@ -317,6 +324,13 @@ int flink_cli_savepoint(int argc, char **argv, bool stop)
         stopped = confirm_stopped(name, fl, jobl, trig, trigger_id != NULL, op.location, &err);
     if (!stopped)
         s = err.code;
+    if (s && !op.completed && !strstr(err.message, "sp status")) {
+        /* the request was accepted; only following it failed (the cluster went away mid-poll) */
+        char msg[sizeof err.message];
+        snprintf(msg, sizeof msg, "%.360s; the %s was requested (trigger ID %s) and may still complete: follow it "
+                 "with `sp status %s %s`", err.message, stop ? "stop-with-savepoint" : "savepoint", trig, jobl, trig);
+        snprintf(err.message, sizeof err.message, "%s", msg);
+    }
     bool unchecked = false;
     sp_error_t why;
     sp_error_clear(&why);

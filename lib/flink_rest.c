@@ -26,6 +26,7 @@ struct sp_flink {
     int64_t deadline;    /* mono_ms() bound of total_timeout_ms, INT64_MAX when none */
     bool have_version;
     sp_flink_version_t version;
+    bool unanswered;     /* the last request failed after it may have reached the cluster */
 };
 
 typedef struct resp {
@@ -288,6 +289,7 @@ static sp_status_t http(sp_flink_t *fl, const char *method, const char *path, co
         else
             trace(fl, "%s %s%s%s%s -> %s", method, fl->display, path, body ? " " : "", body ? body : "", what);
         bool again = false;
+        fl->unanswered = cc != CURLE_OK && !not_sent(cc);
         if (cc != CURLE_OK)
             again = retry == RETRY_SAFE ? transient(cc) : not_sent(cc);
         if (cc == CURLE_OPERATION_TIMEDOUT)
@@ -612,6 +614,27 @@ sp_status_t sp_flink_savepoint_trigger(sp_flink_t *fl, const char *job_id, const
     resp_t resp;
     s = http(fl, "POST", path, body, NULL, RETRY_SAFE, &resp, err);
     free(body);
+    if (s && fl->unanswered) {
+        /* the POST may have reached the cluster and only its answer been lost: the trigger ID is ours, so ask
+         * for the operation before calling it failed */
+        sp_flink_operation_t op;
+        memset(&op, 0, sizeof op);
+        sp_error_t e;
+        sp_status_t known = sp_flink_savepoint_status(fl, job, trig, &op, &e);
+        bool found = known == SP_OK || op.completed; /* a completed failure is known too: its wait reports it */
+        sp_flink_operation_free(&op);
+        if (found) {
+            sp_error_clear(err);
+            fl->unanswered = false;
+            return SP_OK;
+        }
+        fl->unanswered = true;
+        char msg[sizeof err->message];
+        snprintf(msg, sizeof msg, "%.380s; the request may have reached the cluster: follow trigger ID %s with "
+                 "`sp status %s %s`", err->message, trig, job, trig);
+        snprintf(err->message, sizeof err->message, "%s", msg);
+        return s;
+    }
     if (s)
         return s;
     char what[256];
@@ -1436,4 +1459,9 @@ void sp_flink_record_query(void *user, sp_record_query_t *q)
             snprintf(q->checkpoint_path, sizeof q->checkpoint_path, "%s", c.latest_completed_path);
         sp_flink_checkpoints_free(&c);
     }
+}
+
+bool sp_flink_outcome_unknown(const sp_flink_t *fl)
+{
+    return fl && fl->unanswered;
 }

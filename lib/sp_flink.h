@@ -110,6 +110,13 @@ typedef struct sp_flink_savepoint_request {
                                  to the user before the call so that a retry never starts a second one */
 } sp_flink_savepoint_request_t;
 
+/**
+ * Whether the last request of fl failed after it may have reached the
+ * cluster (no answer in time, connection dropped after sending): what it
+ * asked for may have happened.  False after a refused connection.
+ */
+bool sp_flink_outcome_unknown(const sp_flink_t *fl);
+
 /** The body the request would carry for version v (malloc'd JSON text; for tests and --verbose). */
 char *sp_flink_savepoint_body(const sp_flink_version_t *v, const sp_flink_savepoint_request_t *req);
 
@@ -117,6 +124,10 @@ char *sp_flink_savepoint_body(const sp_flink_version_t *v, const sp_flink_savepo
  * Trigger a savepoint or stop-with-savepoint of job_id.  The POST is retried
  * with the same trigger ID on 503 and dropped connections; Flink starts
  * nothing new for a trigger ID it already knows.
+ * When no answer comes (timeout, connection dropped after sending), the
+ * operation is looked up by its trigger ID: a cluster that knows it means
+ * the trigger went through (SP_OK); otherwise the error says the request may
+ * have reached the cluster, and sp_flink_outcome_unknown() is true.
  * Errors: SP_ERR_INVALID (bad IDs; native format before Flink 1.15),
  * SP_ERR_REST (HTTP error, e.g. 400 with no default savepoint directory;
  * the message carries Flink's).

@@ -82,6 +82,8 @@ FAULTS = {
     "unavailable": 0,                 # the next N requests get 503 (leader election)
     "unavailable_post": 0,            # the next N POST requests get 503
     "drop_on_poll": 0,                # the next N status GETs: connection closed without an answer
+    "lose_post_answer": 0,            # the next N POSTs are carried out, then the connection closes unanswered
+    "drop_post": 0,                   # the next N POSTs: connection closed without an answer, nothing done
     "default_savepoint_dir": None,    # the cluster's execution.checkpointing.savepoint-dir
     "checkpoint_after_polls": 2,      # GET /checkpoints calls after a restore before a checkpoint completes
     "ignore_claim_mode": False,       # restore as NO_CLAIM whatever the body says (a dropped field)
@@ -467,8 +469,22 @@ class Handler(BaseHTTPRequestHandler):
                 except OSError:
                     pass
                 return
+            if method == "POST" and fl.faults["drop_post"] > 0:
+                fl.faults["drop_post"] -= 1
+                return self.hang_up()
             status, obj = self.route(fl, method, path, body, ctype, raw)
+            if method == "POST" and fl.faults["lose_post_answer"] > 0:
+                fl.faults["lose_post_answer"] -= 1
+                return self.hang_up()
         self.send(status, obj)
+
+    def hang_up(self):
+        """Close the connection without an answer (what a JobManager that dies, or a proxy that times out, does)."""
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
     def route(self, fl, method, path, body, ctype, raw):
         m = None

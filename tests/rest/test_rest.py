@@ -496,6 +496,21 @@ try:
         rc, out, err = sp("trigger", job, out_dir, *url)
         ok(rc == 0 and out.startswith("file:"), "%s: a connection dropped mid-poll is retried" % v, (rc, err))
         S.reset()
+        S.faults(lose_post_answer=1, polls_before_complete=1)
+        rc, out, err = sp("stop", job, out_dir, *url)
+        ok(rc == 0 and out.startswith("file:") and len(S.requests("POST", "/stop")) >= 1,
+           "%s: a stop whose answer is lost (the cluster carried it out): found by its trigger ID, exit 0" % v,
+           (rc, err))
+        S.reset()
+        job = S.job(name="orders-after-stop")  # the stop above ended the first one
+        S.faults(drop_post=100)
+        rc, out, err = sp("trigger", job, out_dir, *url)
+        tid = S.requests("POST", "/savepoints")[0]["body"]["triggerId"] if S.requests("POST", "/savepoints") else "?"
+        ok(rc == 5 and "may have reached the cluster" in err and ("sp status %s %s" % (job, tid)) in err and
+           any(tid in f for f in pending_files(out_dir)),
+           "%s: a trigger that never gets an answer: exit 5, 'may have reached the cluster', the sp status command to "
+           "follow it, a pending record kept" % v, (rc, err, pending_files(out_dir)))
+        S.reset()
         rc, out, err = sp("trigger", "f" * 32, out_dir, *url)
         ok(rc == 5 and "FlinkJobNotFoundException" in err, "%s: unknown job: exit 5 with Flink's cause" % v, (rc, err))
         S.reset()
