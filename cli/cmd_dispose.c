@@ -81,8 +81,13 @@ int cmd_dispose(int argc, char **argv)
     } else if (!s || res.n_deleted) {
         char b[32];
         if (dry_run)
-            for (uint32_t i = 0; i < res.n_deleted; i++)
-                printf("would delete %s\n", res.deleted[i].key);
+            for (uint32_t i = 0; i < res.n_deleted; i++) {
+                bool outside = false; /* listed below, with what it is */
+                for (uint32_t k = 0; external && k < res.n_external && !outside; k++)
+                    outside = strcmp(res.external[k].key, res.deleted[i].key) == 0;
+                if (!outside)
+                    printf("would delete %s\n", res.deleted[i].key);
+            }
         for (uint32_t i = 0; i < res.n_external; i++)
             printf("%s %s (referenced, outside the snapshot)\n", external ? (dry_run ? "would delete" : "deleted") : "left",
                    res.external[i].key);

@@ -24,6 +24,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -228,7 +229,18 @@ int cmd_restore(int argc, char **argv)
     /* one deadline for everything from here on: upload, submission, RUNNING, --wait-released (the client's
      * total timeout bounds every request and wait; this copy bounds sp's own polling below) */
     int64_t deadline = timeout > 0 ? mono_now_ms() + timeout : INT64_MAX;
-    sp_status_t s = flink_cli_open(&c, &fl, &err);
+    sp_status_t s = SP_OK;
+    /* a jar that cannot be read stops the command before the cluster is asked anything */
+    struct stat jst = {0};
+    if (!s && jar && (stat(jar, &jst) != 0 || !S_ISREG(jst.st_mode))) {
+        int e = errno;
+        sp_error_set_file(&err, jar);
+        s = S_ISDIR(jst.st_mode) ? sp_error_set(&err, SP_ERR_INVALID, SP_NO_OFFSET, "jar", "a directory, not a jar file")
+                                 : sp_error_set(&err, SP_ERR_NOT_FOUND, SP_NO_OFFSET, "", "cannot read the jar file: %s",
+                                                strerror(e ? e : ENOENT));
+    }
+    if (!s)
+        s = flink_cli_open(&c, &fl, &err);
     if (!s)
         s = sp_flink_get_version(fl, &v, &err);
     if (!s) {

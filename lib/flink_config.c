@@ -140,7 +140,7 @@ sp_status_t sp_flinkconf_load_file(const char *path, sp_flinkconf_t **out, sp_er
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
     if (!yaml_parser_load(&parser, &doc)) {
         sp_error_set_file(err, path);
-        s = sp_error_set(err, SP_ERR_MALFORMED, parser.problem_offset, "",
+        s = sp_error_set(err, SP_ERR_MALFORMED, parser.problem_offset ? parser.problem_offset : parser.problem_mark.index, "",
                          "not valid YAML: %s at line %lu, column %lu", parser.problem ? parser.problem : "syntax error",
                          (unsigned long)parser.problem_mark.line + 1, (unsigned long)parser.problem_mark.column + 1);
         yaml_parser_delete(&parser);

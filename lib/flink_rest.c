@@ -1116,9 +1116,15 @@ sp_status_t sp_flink_jar_upload(sp_flink_t *fl, const char *path, char **jar_id,
 {
     *jar_id = NULL;
     struct stat st;
+    memset(&st, 0, sizeof st);
+    errno = 0;
     if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+        int e = errno;
         sp_error_set_file(err, path);
-        return sp_error_set(err, SP_ERR_NOT_FOUND, SP_NO_OFFSET, "", "no such jar file");
+        if (st.st_mode && S_ISDIR(st.st_mode) && e != ENOENT)
+            return sp_error_set(err, SP_ERR_INVALID, SP_NO_OFFSET, "jar", "a directory, not a jar file");
+        return sp_error_set(err, SP_ERR_NOT_FOUND, SP_NO_OFFSET, "", "cannot read the jar file: %s",
+                            strerror(e ? e : ENOENT));
     }
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
