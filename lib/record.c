@@ -518,6 +518,29 @@ static char *pending_path(const char *dir, const char *job_id, const char *trigg
     return p;
 }
 
+/* Pending records older than a day speak of operations the cluster forgot long ago (Flink keeps an
+ * operation's result for rest.async.store-duration, 5 minutes by default): those of triggers nobody followed
+ * with sp status are removed whenever a new one is written into the same directory. */
+static void drop_old_pending(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    time_t now = time(NULL);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        struct stat st;
+        size_t n = strlen(e->d_name);
+        if (strncmp(e->d_name, SP_RECORD_PENDING_PREFIX, strlen(SP_RECORD_PENDING_PREFIX)) != 0 || n < 5 ||
+            strcmp(e->d_name + n - 5, ".json") != 0)
+            continue;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+            now - st.st_mtime > 24 * 3600)
+            unlinkat(dirfd(d), e->d_name, 0);
+    }
+    closedir(d);
+}
+
 sp_status_t sp_record_pending_save(const char *dir, const sp_record_origin_t *o, sp_error_t *err)
 {
     struct stat st;
@@ -539,6 +562,8 @@ sp_status_t sp_record_pending_save(const char *dir, const sp_record_origin_t *o,
         cJSON_AddItemToObject(j, "pending", c);
         s = save(path, j, err);
     }
+    if (!s)
+        drop_old_pending(dir);
     cJSON_Delete(j);
     free(path);
     return s;

@@ -510,6 +510,15 @@ try:
            any(tid in f for f in pending_files(out_dir)),
            "%s: a trigger that never gets an answer: exit 5, 'may have reached the cluster', the sp status command to "
            "follow it, a pending record kept" % v, (rc, err, pending_files(out_dir)))
+        old = [f for f in pending_files(out_dir) if tid in f]
+        for f in old:
+            os.utime(os.path.join(out_dir, f), (time.time() - 2 * 86400,) * 2)
+        S.reset()
+        rc, out, err = sp("trigger", "--detached", job, out_dir, *url)
+        ok(rc == 0 and old and not any(tid in f for f in pending_files(out_dir)) and
+           any(out.strip() in f for f in pending_files(out_dir)),
+           "%s: a new pending record removes those older than a day (results Flink forgot long ago)" % v,
+           (rc, err, old, pending_files(out_dir)))
         S.reset()
         rc, out, err = sp("trigger", "f" * 32, out_dir, *url)
         ok(rc == 5 and "FlinkJobNotFoundException" in err, "%s: unknown job: exit 5 with Flink's cause" % v, (rc, err))
