@@ -114,12 +114,17 @@ static bool assign_dst(pctx_t *c, uint32_t idx, const char *wanted)
     sp_relocate_file_t *f = &c->plan->files[idx];
     if (f->dst_rel)
         return true;
-    char name[PATH_MAX];
-    snprintf(name, sizeof name, "%s", wanted);
+    char name[PATH_MAX], base[PATH_MAX];
+    snprintf(base, sizeof base, "%s", f->external ? base_name(wanted) : wanted);
+    if (f->external) {
+        /* "x.sp-tmp-123" would look like a temporary file of a dead sp run, which later runs delete */
+        for (char *t = strstr(base, ".sp-tmp-"); t; t = strstr(t, ".sp-tmp-"))
+            t[3] = '_';
+    }
+    snprintf(name, sizeof name, "%s", f->external ? base : wanted);
     for (unsigned n = 1;; n++) {
         /* a gathered file never takes a name of sp's own at the top of the destination */
-        bool reserved = f->external && (strcmp(name, "_metadata") == 0 || strncmp(name, ".sp-", 4) == 0 ||
-                                        strstr(name, ".sp-tmp-") != NULL);
+        bool reserved = f->external && (strcmp(name, "_metadata") == 0 || strncmp(name, ".sp-", 4) == 0);
         uint32_t existing;
         if (!reserved) {
             if (!strmap_put(&c->pv->by_dst, name, idx, &existing))
@@ -127,7 +132,7 @@ static bool assign_dst(pctx_t *c, uint32_t idx, const char *wanted)
             if (existing == UINT32_MAX || existing == idx)
                 break;
         }
-        snprintf(name, sizeof name, "ext-%u-%s", n, base_name(wanted));
+        snprintf(name, sizeof name, "ext-%u-%.4000s", n, f->external ? base : base_name(wanted));
     }
     f->dst_rel = xstrdup(name);
     return f->dst_rel != NULL;
@@ -329,6 +334,45 @@ static long live_lock_owner(const char *dir)
     return 0;
 }
 
+/* Whether a directory below `dir` (symlinks not followed) is the directory `want`: a destination inside
+ * the source through a second mount of one of its subdirectories. */
+static bool tree_has_dir(const char *dir, const struct stat *want, int depth)
+{
+    DIR *d = depth < 32 ? opendir(dir) : NULL;
+    if (!d)
+        return false;
+    bool hit = false;
+    struct dirent *e;
+    char sub[PATH_MAX];
+    while (!hit && (e = readdir(d))) {
+        struct stat st;
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode))
+            continue;
+        hit = st.st_dev == want->st_dev && st.st_ino == want->st_ino;
+        if (!hit && snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name) < (int)sizeof sub)
+            hit = tree_has_dir(sub, want, depth + 1);
+    }
+    closedir(d);
+    return hit;
+}
+
+/* The nearest existing directory of `path` (itself or an ancestor), stat'ed; false when none. */
+static bool nearest_existing(const char *path, struct stat *out)
+{
+    char p[PATH_MAX];
+    if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p)
+        return false;
+    for (;;) {
+        if (stat(p, out) == 0 && S_ISDIR(out->st_mode))
+            return true;
+        char *slash = strrchr(p, '/');
+        if (!slash || slash == p)
+            return false;
+        *slash = '\0';
+    }
+}
+
 /* The real path of p, or for a p that does not exist yet, its parent's real path and its name. */
 static bool real_path_of(const char *p, char *out)
 {
@@ -425,15 +469,21 @@ sp_status_t sp_relocate_plan(sp_snapshot_t *snap, const char *dst, const sp_relo
     }
     plan->archive = pv->dst.kind == SP_LOC_ARCHIVE;
     size_t dl = strlen(dst);
-    if (!plan->archive && dl > 1 && dst[dl - 1] == '/') {
+    if (!plan->archive && dl > 1 && (dst[dl - 1] == '/' || (dst[dl - 1] == '.' && dst[dl - 2] == '/'))) {
         char *bare = xstrdup(dst);
-        while (bare && strlen(bare) > 1 && bare[strlen(bare) - 1] == '/')
-            bare[strlen(bare) - 1] = '\0';
+        for (size_t bl; bare && (bl = strlen(bare)) > 1;) {
+            if (bare[bl - 1] == '/')
+                bare[bl - 1] = '\0'; /* "x.tar/" */
+            else if (bl > 2 && bare[bl - 1] == '.' && bare[bl - 2] == '/')
+                bare[bl - 2] = '\0'; /* "x.tar/." */
+            else
+                break;
+        }
         bool arc = bare && sp_is_archive_name(bare);
         free(bare);
         if (arc)
             return sp_error_set(err, SP_ERR_INVALID, SP_NO_OFFSET, "destination",
-                                "%s names an archive but ends in '/': drop the slash to write an archive, or choose "
+                                "%s names an archive but ends in '/' or '/.': drop that to write an archive, or choose "
                                 "a directory name without an archive extension", dst);
     }
     pv->dst_dir_key = xstrdup(pv->dst.key);
@@ -463,6 +513,9 @@ sp_status_t sp_relocate_plan(sp_snapshot_t *snap, const char *dst, const sp_relo
         clash = within_by_inode(dst_path, &src_st);
         if (!clash && src_is_dir && stat(dst_path, &dst_st) == 0 && S_ISDIR(dst_st.st_mode))
             clash = within_by_inode(src_path, &dst_st);
+        struct stat near;
+        if (!clash && src_is_dir && S_ISDIR(src_st.st_mode) && nearest_existing(dst_path, &near))
+            clash = tree_has_dir(src_path, &near, 0);
     }
     if (clash)
         return sp_error_set(err, SP_ERR_REFUSED, SP_NO_OFFSET, "destination",
@@ -1085,34 +1138,45 @@ static sp_status_t verify_destination(const char *location, uint64_t *problems, 
  * place before the source goes (dispose removes the source's record): written
  * atomically beside the destination, with the "snapshot" name updated.  An
  * archive or S3 destination gets it only when it is a local archive. */
-static void move_record(const char *src_path, const char *dst_path, bool rename_source)
+static sp_status_t move_record(const char *src_path, const char *dst_path, sp_error_t *err)
 {
     char *from = sp_record_path(src_path), *to = sp_record_path(dst_path);
-    struct stat fs, ts;
-    struct stat ds;
+    if (!from || !to) {
+        free(from);
+        free(to);
+        return sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
+    }
+    struct stat fs, ts, ds;
     bool stale_to = lstat(dst_path, &ds) != 0; /* a record beside nothing speaks for no snapshot */
-    if (from && to && lstat(from, &fs) == 0 && S_ISREG(fs.st_mode) && (lstat(to, &ts) != 0 || stale_to)) {
-        sp_store_t *local;
-        uint8_t *buf = NULL;
+    sp_status_t s = SP_OK;
+    if (lstat(from, &fs) == 0 && S_ISREG(fs.st_mode) && (lstat(to, &ts) != 0 || stale_to)) {
+        char *text = NULL;
         size_t len = 0;
-        if (sp_store_open_local(&local, NULL) == SP_OK) {
-            if (sp_store_read_all(local, from, 1 << 24, &buf, &len, NULL) == SP_OK) {
-                cJSON *j = cJSON_ParseWithLength((const char *)buf, len);
-                const char *slash = strrchr(dst_path, '/');
-                if (j && cJSON_GetObjectItemCaseSensitive(j, "snapshot"))
-                    cJSON_ReplaceItemInObjectCaseSensitive(j, "snapshot", cJSON_CreateString(slash ? slash + 1 : dst_path));
-                char *text = j ? cJSON_Print(j) : NULL;
-                if (text && sp_store_write_all(local, to, text, strlen(text), NULL) == SP_OK && rename_source)
-                    local->ops->remove(local, from, NULL);
-                free(text);
-                cJSON_Delete(j);
-                free(buf);
-            }
-            sp_store_close(local);
+        s = sp_fs_read_all(from, &text, &len, err);
+        cJSON *j = s ? NULL : cJSON_ParseWithLength(text, len);
+        free(text);
+        if (!s && !j) {
+            sp_error_set_file(err, from);
+            s = sp_error_set(err, SP_ERR_MALFORMED, SP_NO_OFFSET, "", "the ownership record is not JSON");
         }
+        if (!s) {
+            const char *slash = strrchr(dst_path, '/');
+            if (cJSON_GetObjectItemCaseSensitive(j, "snapshot"))
+                cJSON_ReplaceItemInObjectCaseSensitive(j, "snapshot", cJSON_CreateString(slash ? slash + 1 : dst_path));
+            char *out = cJSON_Print(j);
+            /* durable (written aside, fsynced, renamed, directory fsynced) before the source can go */
+            s = out ? sp_fs_write_atomic(to, out, strlen(out), true, err)
+                    : sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
+            free(out);
+        }
+        cJSON_Delete(j);
+        if (s && err)
+            snprintf(err->message + strlen(err->message), sizeof err->message - strlen(err->message),
+                     " (the ownership record could not follow the snapshot: the source is kept)");
     }
     free(from);
     free(to);
+    return s;
 }
 
 /* The local path (directory or archive file) of the snapshot, for its record; NULL for S3. */
@@ -1130,8 +1194,9 @@ static sp_status_t finish_move(sp_snapshot_t *snap, const char *dst_path, const 
     sp_dispose_options_t dopts = {.moved_to = dst_path, .force = opts->force, .record_query = opts->record_query,
                                   .record_query_user = opts->record_query_user};
     const char *src = source_path(snap);
-    if (src && dst_path && dst_path[0] == '/')
-        move_record(src, dst_path, false);
+    sp_status_t rs = src && dst_path && dst_path[0] == '/' ? move_record(src, dst_path, err) : SP_OK;
+    if (rs)
+        return rs;
     sp_dispose_result_t dres;
     char *loc = xstrdup(snap->dir);
     bool archive = strcmp(snap->store->ops->name, "archive") == 0;
@@ -1240,7 +1305,8 @@ sp_status_t sp_relocate_run(sp_snapshot_t *snap, sp_relocate_plan_t *plan, const
     if (plan->rename_whole) {
         /* --move on one file system: the directory itself moves, in constant time.  Its ownership record is
          * written beside the destination first, so no moment leaves the moved snapshot without its pins */
-        move_record(snap->dir_key, pv->dst.key, false);
+        if ((s = move_record(snap->dir_key, pv->dst.key, err)))
+            return s;
         if ((s = snap->local->ops->rename(snap->local, snap->dir_key, pv->dst.key, err)))
             return s;
         if (plan->rewrites) {
@@ -1347,11 +1413,23 @@ sp_status_t sp_relocate_run(sp_snapshot_t *snap, sp_relocate_plan_t *plan, const
     res->files_skipped = j.skipped;
     res->bytes_copied = j.copied_bytes;
     uint64_t problems = 0;
-    if (!s && plan->archive && !opts->checksum) {
+    if (!s && plan->archive && !opts->checksum && !opts->move) {
         s = verify_archive_written(dst, plan, dst_dir, mkey, bytes, len, err);
     } else if (!s) {
+        /* a copy that replaces the source (--move) or was asked to be proven (--checksum): an archive is read
+         * back in full, so that zstd's own checks of every block run before the source can go */
         char *where = plan->archive ? xstrdup(plan->dst_display) : xstrdup(pv->dst_loc);
         s = verify_destination(where, &problems, err);
+        if (s && plan->archive && where) {
+            /* a broken archive must not pass for a backup: it goes, and the source stays */
+            char msg[sizeof err->message];
+            snprintf(msg, sizeof msg, "%.400s", err ? err->message : "");
+            unlink(pv->dst.store_location);
+            sp_error_set_file(err, where);
+            s = sp_error_set(err, SP_ERR_IO, SP_NO_OFFSET, "",
+                             "the archive written does not read back (%s); it was removed%s", msg,
+                             opts->move ? ", the source is kept" : "");
+        }
         free(where);
     }
     free(bytes);
@@ -1387,8 +1465,11 @@ sp_status_t sp_relocate_resume_move(const char *src, const char *dst, bool force
             if (d) {
                 sp_dispose_result_t dres;
                 sp_dispose_options_t dopts = {.force = force};
-                move_record(sl.key, d->dir, false);
-                sp_status_t s = sp_dispose(sl.key, &dopts, &dres, err);
+                sp_status_t s = move_record(sl.key, d->dir, err);
+                if (!s)
+                    s = sp_dispose(sl.key, &dopts, &dres, err);
+                else
+                    memset(&dres, 0, sizeof dres);
                 sp_dispose_result_free(&dres);
                 if (!s) {
                     res->source_deleted = true;
@@ -1423,8 +1504,9 @@ sp_status_t sp_relocate_resume_move(const char *src, const char *dst, bool force
     uint64_t problems = 0;
     if (!s)
         s = verify_destination(moved, &problems, err); /* the copy is whole before more of the source goes */
+    if (!s)
+        s = move_record(src, moved, err);
     if (!s) {
-        move_record(src, moved, false);
         sp_dispose_options_t dopts = {.moved_to = moved};
         sp_dispose_result_t dres;
         s = sp_dispose(src, &dopts, &dres, err);

@@ -728,6 +728,81 @@ def section_fixtures():
        not os.path.lexists(os.path.join(base, "iu-copy", "extfile")),
        "--include-unreferenced leaves a symlink and says so", out + err)
 
+    # a destination inside the source through a bind mount of one of its subdirectories
+    isrc = gen(os.path.join(base, "inner-src"))
+    os.makedirs(os.path.join(isrc, "sub"))
+    imnt = os.path.join(base, "inner-mnt")
+    os.makedirs(imnt)
+    if subprocess.run(["mount", "--bind", os.path.join(isrc, "sub"), imnt], capture_output=True).returncode == 0:
+        try:
+            before = tree(isrc)
+            rc, _, err = sp("relocate", "--move", isrc, os.path.join(imnt, "x"))
+            ok(rc == 6 and tree(isrc) == before,
+               "--move into a bind mount of a subdirectory of the source is refused (exit 6)", "%d %s" % (rc, err))
+        finally:
+            subprocess.run(["umount", imnt], capture_output=True)
+    else:
+        skip("--move into a bind mount of a subdirectory of the source is refused", "mount --bind not permitted here")
+    # ARCHIVE/. is refused like ARCHIVE/
+    rc, _, err = sp("relocate", slash_src, os.path.join(base, "dot.tar") + "/.")
+    ok(rc == 2 and not os.path.lexists(os.path.join(base, "dot.tar")), "relocate to ARCHIVE/. is refused (exit 2)",
+       "%d %s" % (rc, err))
+    # a gathered file named like a temporary file of sp (x.sp-tmp-N) is renamed, not taken for litter (and no hang)
+    tf = gen(os.path.join(base, "tmpname"), "--kind", "checkpoint", "--shared-files", "1")
+    rc, exported, _ = sp("metadata", "export", tf)
+    doc = json.loads(exported)
+    done_paths = {}
+    for op in doc["operators"]:
+        for st in op["subtasks"]:
+            kst = st.get("managed_keyed_state")
+            for sh in (kst.get("shared_state", []) if isinstance(kst, dict) else []):
+                h = sh["handle"]
+                if h.get("path", "").startswith("file:"):
+                    old = h["path"][len("file:"):]
+                    if old not in done_paths:
+                        done_paths[old] = os.path.join(os.path.dirname(old), ".x.sp-tmp-999999-0")
+                        os.rename(old, done_paths[old])
+                    h["path"] = "file:" + done_paths[old]
+                    break
+            if done_paths:
+                break
+        if done_paths:
+            break
+    os.remove(os.path.join(tf, "_metadata"))
+    assert sp("metadata", "import", "-", os.path.join(tf, "_metadata"), stdin=json.dumps(doc).encode())[0] == 0
+    try:
+        rc, plan, err = sp_json("relocate", "--json", tf, os.path.join(base, "tmpname-copy"), timeout=60)
+        names = [f["destination"] for f in plan["files"]] if plan else []
+        ok(done_paths and rc == 0 and not any(".sp-tmp-" in n for n in names) and
+           sp("verify", os.path.join(base, "tmpname-copy"))[0] == 0,
+           "a gathered file named x.sp-tmp-N gets another name, and the copy verifies", "%d %s %r" % (rc, err, names))
+    except subprocess.TimeoutExpired:
+        ok(False, "a gathered file named x.sp-tmp-N gets another name (it hung)")
+    if INJECT:
+        # the ownership record cannot be written beside DST: the move stops, the source and its pin stay
+        for tag, dst in (("directory", os.path.join(base, "pin-fail-dst")), ("archive", os.path.join(base, "pin-fail.tar"))):
+            pfs = gen(os.path.join(base, "pin-fail-" + tag))
+            assert sp("pin", pfs, "--reason", "keep")[0] == 0
+            env = dict(os.environ, LD_PRELOAD=INJECT, SP_FAULT_MODE="eio", SP_FAULT_OP="write,open",
+                       SP_FAULT_PATH=os.path.basename(dst) + ".sp-record")
+            rc, _, err = sp("relocate", "--move", "--force", pfs, dst, env=env)
+            ok(rc != 0 and os.path.isfile(os.path.join(pfs, "_metadata")) and os.path.isfile(pfs + ".sp-record.json") and
+               "source is kept" in err,
+               "--move (%s): when the record cannot be written beside DST, the source and its pin stay" % tag,
+               "%d %s" % (rc, err))
+        # a corrupted archive write: --move reads the archive back in full and keeps the source
+        cz = gen(os.path.join(base, "corrupt-src"), "--file-size", "400000")
+        czd = os.path.join(base, "corrupt.tar.zst")
+        env = dict(os.environ, LD_PRELOAD=INJECT, SP_FAULT_MODE="corrupt", SP_FAULT_OP="write", SP_FAULT_AFTER="3",
+                   SP_FAULT_PATH="corrupt.tar.zst")
+        rc, _, err = sp("relocate", "--move", cz, czd, env=env)
+        ok(rc == 4 and os.path.isfile(os.path.join(cz, "_metadata")) and sp("verify", cz)[0] == 0 and
+           not os.path.exists(czd),
+           "--move into .tar.zst with a corrupted write: exit 4, the broken archive removed, the source kept",
+           "%d %s" % (rc, err))
+    else:
+        skip("record and archive write failures during --move", "SP_FAULT_INJECT not set")
+
     # a resumed relocation counts only the bytes it copied
     if INJECT:
         bs = gen(os.path.join(base, "bytes"), "--parallelism", "4")
