@@ -1038,6 +1038,101 @@ static sp_status_t copy_from_scan(job_t *j, sp_error_t *err)
     return s;
 }
 
+/* --checksum into an archive: every entry, read back in one pass, against its source, byte for byte. */
+typedef struct cmpctx {
+    sp_snapshot_t *snap;
+    const sp_relocate_plan_t *plan;
+    sp_store_t *arc;   /* the archive being read */
+    strmap_t by_key;   /* archive entry key -> file index */
+    uint32_t compared;
+    sp_status_t status;
+    sp_error_t *err;
+} cmpctx_t;
+
+static int compare_entry(const sp_store_entry_t *e, sp_store_reader_t *r, void *user)
+{
+    cmpctx_t *c = user;
+    uint32_t i = strmap_get(&c->by_key, e->key);
+    if (i == UINT32_MAX)
+        return 0; /* _metadata, directories */
+    const sp_relocate_file_t *f = &c->plan->files[i];
+    sp_store_t *src = f->src_local ? c->snap->local : c->snap->store;
+    sp_store_reader_t *sr = NULL;
+    enum { N = 1 << 20 };
+    uint8_t *x = malloc(N), *y = malloc(N);
+    sp_status_t s = x && y ? src->ops->open_read(src, f->src_key, &sr, c->err)
+                           : sp_error_set(c->err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
+    bool same = true;
+    while (!s && same) {
+        size_t gx = 0, gy = 0, want;
+        s = c->arc->ops->read(r, x, N, &gx, c->err);
+        /* fill the same amount from the source (its reads may come in smaller pieces) */
+        for (want = gx; !s && gy < want;) {
+            size_t g = 0;
+            s = src->ops->read(sr, y + gy, want - gy, &g, c->err);
+            if (!g)
+                break;
+            gy += g;
+        }
+        if (s)
+            break;
+        same = gx == gy && memcmp(x, y, gx) == 0;
+        if (gx == 0) {
+            size_t extra = 0;
+            if (src->ops->read(sr, y, 1, &extra, c->err) == SP_OK && extra)
+                same = false; /* the source goes on */
+            break;
+        }
+    }
+    if (sr)
+        src->ops->close_read(sr);
+    free(x);
+    free(y);
+    if (!s && !same) {
+        sp_error_set_file(c->err, f->src_key);
+        s = sp_error_set(c->err, SP_ERR_IO, SP_NO_OFFSET, "", "the archive's copy (%s) differs from the source",
+                         e->key);
+    }
+    c->compared += !s;
+    c->status = s;
+    return s ? 1 : 0;
+}
+
+static sp_status_t archive_same_content(sp_snapshot_t *snap, const sp_relocate_plan_t *plan, const char *archive,
+                                        const char *dst_dir, sp_error_t *err)
+{
+    cmpctx_t c;
+    memset(&c, 0, sizeof c);
+    c.snap = snap;
+    c.plan = plan;
+    c.err = err;
+    for (uint32_t i = 0; i < plan->n_files; i++) {
+        char *k = join_key(dst_dir, plan->files[i].dst_rel);
+        bool put = k && strmap_put(&c.by_key, k, i, NULL);
+        free(k);
+        if (!put) {
+            strmap_free(&c.by_key);
+            return sp_error_set(err, SP_ERR_NOMEM, SP_NO_OFFSET, "", "out of memory");
+        }
+    }
+    sp_store_t *a;
+    sp_status_t s = sp_store_open_archive(archive, false, 0, &a, err);
+    if (!s) {
+        c.arc = a;
+        s = a->ops->scan(a, compare_entry, &c, err);
+        if (!s)
+            s = c.status;
+        sp_store_close(a);
+    }
+    if (!s && c.compared != plan->n_files) {
+        sp_error_set_file(err, archive);
+        s = sp_error_set(err, SP_ERR_IO, SP_NO_OFFSET, "", "the archive holds %u of the %u files written", c.compared,
+                         plan->n_files);
+    }
+    strmap_free(&c.by_key);
+    return s;
+}
+
 /* ------------------------------------------------------------------ */
 /* running                                                             */
 /* ------------------------------------------------------------------ */
@@ -1420,6 +1515,8 @@ sp_status_t sp_relocate_run(sp_snapshot_t *snap, sp_relocate_plan_t *plan, const
          * back in full, so that zstd's own checks of every block run before the source can go */
         char *where = plan->archive ? xstrdup(plan->dst_display) : xstrdup(pv->dst_loc);
         s = verify_destination(where, &problems, err);
+        if (!s && plan->archive && opts->checksum)
+            s = archive_same_content(snap, plan, pv->dst.store_location, dst_dir, err);
         if (s && plan->archive && where) {
             /* a broken archive must not pass for a backup: it goes, and the source stays */
             char msg[sizeof err->message];

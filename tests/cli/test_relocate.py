@@ -800,6 +800,16 @@ def section_fixtures():
            not os.path.exists(czd),
            "--move into .tar.zst with a corrupted write: exit 4, the broken archive removed, the source kept",
            "%d %s" % (rc, err))
+        # a .tar has no checksums of its own: --checksum compares every entry with its source
+        ct = gen(os.path.join(base, "corrupt-tar-src"), "--file-size", "200000", "--operators", "3")
+        ctd = os.path.join(base, "corrupt.tar")
+        env = dict(env, SP_FAULT_PATH="corrupt.tar")
+        rc, _, err = sp("relocate", "--move", "--checksum", ct, ctd, env=env)
+        ok(rc == 4 and "differs" in err and sp("verify", ct)[0] == 0 and not os.path.exists(ctd),
+           "--move --checksum into .tar with a corrupted write: found byte for byte, archive removed, source kept",
+           "%d %s" % (rc, err))
+        rc, _, err = sp("relocate", "--checksum", ct, ctd)
+        ok(rc == 0 and sp("verify", ctd)[0] == 0, "--checksum into .tar on a clean write passes", err)
     else:
         skip("record and archive write failures during --move", "SP_FAULT_INJECT not set")
 

@@ -26,47 +26,16 @@
 set -uo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-SCRIPTS="$ROOT/scripts/flink"
-PY=${PYTHON:-python3}
+NAME=test_rest_real
+source "$HERE/harness.sh"
 REST="$PY $SCRIPTS/flinkrest.py"
-
-log() { echo "test_rest_real: $*" >&2; }
-skip_all() { echo "1..0 # SKIP $*"; exit 0; }
-
-[[ "${SP_SKIP_FLINK:-0}" == "1" ]] && skip_all "SP_SKIP_FLINK=1"
-for tool in java mvn curl "$PY"; do
-    command -v "$tool" >/dev/null 2>&1 || skip_all "$tool not available"
-done
-SP_BIN=${SP_BIN:-build/cli/sp}
-[[ "$SP_BIN" == /* ]] || SP_BIN="$ROOT/$SP_BIN"
-[[ -x "$SP_BIN" ]] || skip_all "sp binary $SP_BIN not found"
-
-if [[ -n "${SP_FLINK_VERSIONS:-}" ]]; then
-    VERSIONS=($SP_FLINK_VERSIONS)
-else
-    mapfile -t VERSIONS < <(grep -v '^\s*#' "$SCRIPTS/versions.txt" | awk 'NF {print $1}')
+[[ -n "$HAVE_SP" ]] || skip_all "sp binary $SP_BIN not found"
+if [[ -n "$BUILD_FAILED" ]]; then
+    not_ok "build the test job (see stderr)"
+    echo "1..$N"
+    exit 1
 fi
-for v in "${VERSIONS[@]}"; do
-    "$SCRIPTS/install-flink.sh" "$v" >/dev/null || skip_all "Flink $v download/install unavailable"
-    "$SCRIPTS/build-job.sh" "$v" >/dev/null || skip_all "the test job cannot be built for Flink $v"
-done
 
-TMPROOT=$(mktemp -d "${TMPDIR:-/tmp}/sp-rest-real.XXXXXX")
-N=0
-FAILS=0
-CUR_WORK=""
-CUR_VERSION=""
-cleanup() {
-    [[ -n "$CUR_WORK" ]] && "$SCRIPTS/cluster.sh" stop "$CUR_VERSION" "$CUR_WORK" >&2
-    if [[ $FAILS -eq 0 && "${SP_FLINK_KEEP:-0}" != "1" ]]; then rm -rf "$TMPROOT"; else log "kept $TMPROOT"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-ok() { N=$((N + 1)); echo "ok $N - $*"; }
-not_ok() { N=$((N + 1)); FAILS=$((FAILS + 1)); echo "not ok $N - $*"; }
-check() { local d=$1; shift; if "$@" >&2; then ok "$d"; else not_ok "$d"; fi; }
 jget() { "$PY" -c 'import json,sys
 d=json.load(open(sys.argv[1]))
 for k in sys.argv[2].split("."):
