@@ -85,51 +85,12 @@ const char *fmt_iec(uint64_t bytes, char *buf, size_t n)
     return buf;
 }
 
-char *mutf8_display(sp_str_t s)
-{
-    char *out = malloc(6 * (size_t)s.len + 1);
-    if (!out)
-        return NULL;
-    if (sp_mutf8_to_utf8(s.ptr, s.len, out) >= 0 && !memchr(s.ptr, 0xC0, s.len))
-        return out;
-    /* not representable: show non-ASCII bytes as \xNN */
-    size_t o = 0;
-    for (uint32_t i = 0; i < s.len; i++) {
-        uint8_t c = s.ptr[i];
-        if (c >= 0x20 && c < 0x7F)
-            out[o++] = (char)c;
-        else
-            o += (size_t)sprintf(out + o, "\\x%02x", c);
-    }
-    out[o] = '\0';
-    return out;
-}
+char *mutf8_display(sp_str_t s) { return sp_mutf8_display(s.ptr, s.len); }
 
 char *mutf8_term(sp_str_t s)
 {
     char *d = mutf8_display(s);
-    if (!d)
-        return NULL;
-    size_t n = strlen(d), ctl = 0;
-    for (size_t i = 0; i < n; i++)
-        ctl += (unsigned char)d[i] < 0x20 || d[i] == 0x7F;
-    if (!ctl)
-        return d;
-    /* control characters (escape sequences, newlines) must not reach the terminal raw */
-    char *t = malloc(n + 3 * ctl + 1);
-    if (!t) {
-        free(d);
-        return NULL;
-    }
-    size_t o = 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)d[i];
-        if (c < 0x20 || c == 0x7F)
-            o += (size_t)sprintf(t + o, "\\x%02x", c);
-        else
-            t[o++] = (char)c;
-    }
-    t[o] = '\0';
+    char *t = d ? term_safe(d) : NULL;
     free(d);
     return t;
 }

@@ -3,6 +3,7 @@
  * surrogates), and U+0000 as C0 80. */
 #include "sp_mutf8.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -151,4 +152,24 @@ bool sp_mutf8_is_canonical(const uint8_t *src, size_t len)
     free(u);
     free(back);
     return ok;
+}
+
+char *sp_mutf8_display(const uint8_t *src, size_t len)
+{
+    char *out = malloc(6 * len + 1);
+    if (!out)
+        return NULL;
+    if (sp_mutf8_to_utf8(src, len, out) >= 0 && !memchr(src, 0xC0, len))
+        return out;
+    /* not representable: show non-ASCII bytes as \xNN */
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) {
+        uint8_t c = src[i];
+        if (c >= 0x20 && c < 0x7F)
+            out[o++] = (char)c;
+        else
+            o += (size_t)snprintf(out + o, 5, "\\x%02x", c);
+    }
+    out[o] = '\0';
+    return out;
 }

@@ -37,6 +37,15 @@ long sp_utf8_to_mutf8(const char *src, size_t len, uint8_t *out);
  */
 bool sp_mutf8_is_canonical(const uint8_t *src, size_t len);
 
+/**
+ * A stored modified-UTF-8 string for display: standard UTF-8 when it
+ * converts without loss (no C0 80 NUL), else printable ASCII kept and every
+ * other byte written as \xNN.  Returns a malloc'd NUL-terminated string (at
+ * most 6*len+1 bytes), NULL when out of memory.  Control characters that
+ * convert are kept: terminals need them escaped as well (the CLI does).
+ */
+char *sp_mutf8_display(const uint8_t *src, size_t len);
+
 #ifdef __cplusplus
 }
 #endif

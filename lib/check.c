@@ -39,25 +39,7 @@ static bool valid_utf8(const char *s, size_t len)
 }
 
 /* A stored modified-UTF-8 string as standard UTF-8 (non-convertible bytes as \xNN). */
-static char *mutf8_dup(sp_str_t s)
-{
-    char *out = malloc(4 * (size_t)s.len + 1);
-    if (!out)
-        return NULL;
-    long r = sp_mutf8_to_utf8(s.ptr, s.len, out);
-    if (r >= 0 && strlen(out) == (size_t)r)
-        return out;
-    size_t o = 0;
-    for (uint32_t i = 0; i < s.len; i++) {
-        uint8_t c = s.ptr[i];
-        if (c >= 0x20 && c < 0x7F)
-            out[o++] = (char)c;
-        else
-            o += (size_t)sprintf(out + o, "\\x%02x", c);
-    }
-    out[o] = '\0';
-    return out;
-}
+static char *mutf8_dup(sp_str_t s) { return sp_mutf8_display(s.ptr, s.len); }
 
 /* ------------------------------------------------------------------ */
 /* operator references                                                 */
